@@ -1,0 +1,3 @@
+from specscope.cli import main
+
+main()

@@ -1,0 +1,397 @@
+"""The only module that touches nsys tables: opens an export read-only and normalises it.
+
+Every other analysis reads the frames returned here, never the raw tables. The loader
+
+- opens the file with a ``file:...?mode=ro`` URI: it is never written, locked for writing or
+  given indexes (SQLite's automatic indexes for a join live in temporary memory);
+- resolves ``StringIds`` once, strips the ``_v…`` version suffix of CUDA API names;
+- reads ``META_DATA_EXPORT`` (nsys and schema version) and which tables exist: an absent table
+  means zero rows, never an error;
+- detects the CUDA-graph capture mode (:class:`CaptureMode`);
+- decodes ``globalPid``/``globalTid`` as NVIDIA's scripts do: ``pid = (g >> 24) & 0xFFFFFF``,
+  ``tid = g & 0xFFFFFF``; correlation ids are matched within one process.
+
+Frames and their columns (times in ns, as in the export):
+
+``ops`` (GPU operations)
+    ``start_ns, end_ns, device_id, stream_id, pid, correlation_id, name, full_name, kind
+    (kernel|memcpy|memset|graph), in_graph, copy_kind (htod|dtoh|dtod|other, memcpy only),
+    bytes, api_start_ns, api_tid``. ``name`` is the kernel's short name, ``full_name`` the
+    demangled one (what ``nsys stats`` groups by). ``api_start_ns``/``api_tid`` come from the
+    CUDA API call with the same correlation id in the same process (NaN / -1 if none).
+``nvtx`` (closed ranges, push/pop and start/end)
+    ``start_ns, end_ns, name, domain, pid, tid, event_type``; name = ``text`` or
+    ``StringIds[textId]``; domain resolved per process from the domain-create events.
+``api`` (CUDA API calls, optionally only some names)
+    ``start_ns, end_ns, pid, tid, correlation_id, name``.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+import sqlite3
+import struct
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from urllib.parse import quote
+
+import numpy as np
+import pandas as pd
+
+from specscope.errors import TraceError
+
+NVTX_PUSHPOP, NVTX_STARTEND, NVTX_DOMAIN_CREATE = 59, 60, 75
+KINDS = ["kernel", "memcpy", "memset", "graph"]
+_CUDA_TABLES = (
+    "CUPTI_ACTIVITY_KIND_RUNTIME",
+    "CUPTI_ACTIVITY_KIND_KERNEL",
+    "CUPTI_ACTIVITY_KIND_MEMCPY",
+    "CUPTI_ACTIVITY_KIND_MEMSET",
+    "CUPTI_ACTIVITY_KIND_GRAPH_TRACE",
+)
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+_VERSION_SUFFIX = re.compile(r"_v\d+$")
+
+
+class CaptureMode(str, enum.Enum):
+    """How CUDA work (and CUDA graphs) were traced."""
+
+    NODE = "node"  # --cuda-graph-trace=node: graph kernels are kernel rows with graphNodeId
+    GRAPH = "graph"  # --cuda-graph-trace=graph: replays are GRAPH_TRACE rows, insides invisible
+    NO_GRAPHS = "no-graphs"  # CUDA traced, no graph replay seen
+    NO_CUDA = "no-cuda"  # no CUDA tables: recorded on a CPU machine or without -t cuda
+
+
+@contextmanager
+def _sql_errors(path: Path) -> Iterator[None]:
+    """Turn SQLite failures in the middle of a read into one-line TraceErrors."""
+    try:
+        yield
+    except sqlite3.DatabaseError as e:
+        raise TraceError(
+            f"{path}: SQLite error while reading ({e}); the export is corrupt or truncated, "
+            "export it again with `nsys export --type sqlite`"
+        ) from None
+
+
+def open_readonly(path: str | Path) -> sqlite3.Connection:
+    """Open ``path`` read-only after checking it is a whole SQLite file; TraceError if not."""
+    path = Path(path)
+    hint = "give the .sqlite written by `nsys export --type sqlite REPORT.nsys-rep`"
+    if not path.exists():
+        raise TraceError(f"{path}: no such file; {hint}")
+    if not path.is_file():
+        raise TraceError(f"{path}: not a file; {hint}")
+    try:
+        with path.open("rb") as f:
+            header = f.read(100)
+    except OSError as e:
+        raise TraceError(f"{path}: cannot read ({e.strerror}); check its permissions") from None
+    if not header.startswith(_SQLITE_MAGIC):
+        if path.suffix in (".nsys-rep", ".qdrep", ".qdstrm"):
+            hint = f"export it first: `nsys export --type sqlite {path}`"
+        raise TraceError(f"{path}: not a SQLite file; {hint}")
+    if len(header) == 100:
+        page_size, n_pages = struct.unpack(">H", header[16:18])[0], header[28:32]
+        page_size = 65536 if page_size == 1 else page_size
+        expected = page_size * struct.unpack(">I", n_pages)[0]
+        if expected and path.stat().st_size < expected:
+            raise TraceError(
+                f"{path}: truncated SQLite file ({path.stat().st_size} of {expected} bytes); "
+                "copy or export it again"
+            )
+    con = sqlite3.connect(f"file:{quote(str(path.resolve()))}?mode=ro", uri=True)
+    with _sql_errors(path):
+        con.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    return con
+
+
+@dataclass
+class Trace:
+    """One nsys export, opened read-only; frames are loaded on first use and kept."""
+
+    path: Path
+    con: sqlite3.Connection = field(repr=False)
+    tables: frozenset[str]
+    meta: dict[str, str]
+
+    @property
+    def nsys_version(self) -> str:
+        return self.meta.get("EXPORT_PRODUCT_VERSION", "unknown")
+
+    @property
+    def schema_version(self) -> str:
+        return self.meta.get("EXPORT_SCHEMA_VERSION", "unknown")
+
+    def has(self, table: str) -> bool:
+        return table in self.tables
+
+    def columns(self, table: str) -> set[str]:
+        return {r[1] for r in self.con.execute(f"PRAGMA table_info({table})")}
+
+    def query(self, sql: str, params: Iterable = ()) -> list[tuple]:
+        with _sql_errors(self.path):
+            return self.con.execute(sql, tuple(params)).fetchall()
+
+    def frame(self, sql: str, columns: list[str], params: Iterable = ()) -> pd.DataFrame:
+        return pd.DataFrame.from_records(self.query(sql, params), columns=columns)
+
+    @cached_property
+    def strings(self) -> dict[int, str]:
+        """StringIds, resolved once."""
+        if not self.has("StringIds"):
+            return {}
+        return dict(self.query("SELECT id, value FROM StringIds"))
+
+    @cached_property
+    def capture_mode(self) -> CaptureMode:
+        if not any(self.has(t) for t in _CUDA_TABLES):
+            return CaptureMode.NO_CUDA
+        if self.has("CUPTI_ACTIVITY_KIND_GRAPH_TRACE") and self.query(
+            "SELECT 1 FROM CUPTI_ACTIVITY_KIND_GRAPH_TRACE LIMIT 1"
+        ):
+            return CaptureMode.GRAPH
+        for table in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY"):
+            if self.has(table) and "graphNodeId" in self.columns(table):
+                if self.query(f"SELECT 1 FROM {table} WHERE graphNodeId IS NOT NULL LIMIT 1"):
+                    return CaptureMode.NODE
+        return CaptureMode.NO_GRAPHS
+
+    @cached_property
+    def gpu_names(self) -> dict[int, str]:
+        """Device id -> GPU name, from TARGET_INFO_GPU."""
+        if not self.has("TARGET_INFO_GPU"):
+            return {}
+        return {int(i): str(n) for i, n in self.query("SELECT id, name FROM TARGET_INFO_GPU")}
+
+    # ---------------------------------------------------------------- NVTX
+    @cached_property
+    def _nvtx_all(self) -> tuple[pd.DataFrame, int]:
+        cols = ["start_ns", "end_ns", "name", "domain", "pid", "tid", "event_type"]
+        if not self.has("NVTX_EVENTS"):
+            return pd.DataFrame(columns=cols), 0
+        have = self.columns("NVTX_EVENTS")
+        text_id = "textId" if "textId" in have else "NULL"
+        domain_id = "domainId" if "domainId" in have else "0"
+        rows = self.query(
+            f"SELECT start, end, text, {text_id}, globalTid, {domain_id}, eventType "
+            "FROM NVTX_EVENTS WHERE eventType IN (?, ?, ?)",
+            (NVTX_PUSHPOP, NVTX_STARTEND, NVTX_DOMAIN_CREATE),
+        )
+        raw = pd.DataFrame.from_records(
+            rows, columns=["start_ns", "end_ns", "text", "text_id", "gtid", "domain_id", "etype"]
+        )
+        names = raw["text"].where(raw["text"].notna(), raw["text_id"].map(self.strings))
+        gtid = raw["gtid"].fillna(0).to_numpy(dtype="int64")
+        raw = raw.assign(name=names, pid=(gtid >> 24) & 0xFFFFFF, tid=gtid & 0xFFFFFF)
+        raw["domain_id"] = raw["domain_id"].fillna(0).astype("int64")
+        is_domain = raw["etype"] == NVTX_DOMAIN_CREATE
+        domains = {
+            (p, d): n
+            for p, d, n in raw.loc[is_domain, ["pid", "domain_id", "name"]].itertuples(False)
+        }
+        ranges = raw[~is_domain]
+        keys = zip(ranges["pid"], ranges["domain_id"], strict=True)
+        domain = pd.Series([domains.get(k, "") for k in keys], index=ranges.index, dtype=object)
+        unclosed = int(ranges["end_ns"].isna().sum())
+        ranges = ranges.assign(domain=domain)[ranges["end_ns"].notna()]
+        out = pd.DataFrame(
+            {
+                "start_ns": ranges["start_ns"].astype("int64"),
+                "end_ns": ranges["end_ns"].astype("int64"),
+                "name": ranges["name"].fillna("").astype(object),
+                "domain": ranges["domain"],
+                "pid": ranges["pid"].astype("int64"),
+                "tid": ranges["tid"].astype("int64"),
+                "event_type": ranges["etype"].astype("int64"),
+            }
+        ).reset_index(drop=True)
+        return out, unclosed
+
+    @property
+    def nvtx(self) -> pd.DataFrame:
+        """Closed NVTX ranges (push/pop and start/end)."""
+        return self._nvtx_all[0]
+
+    @property
+    def unclosed_ranges(self) -> int:
+        """Ranges whose end was never recorded (ignored by every analysis)."""
+        return self._nvtx_all[1]
+
+    # ---------------------------------------------------------------- CUDA API
+    def api_name_ids(self, names: Iterable[str]) -> dict[int, str]:
+        """StringIds ids of the CUDA API functions ``names`` (any ``_v…`` suffix)."""
+        wanted = set(names)
+        return {
+            i: _VERSION_SUFFIX.sub("", v)
+            for i, v in self.strings.items()
+            if _VERSION_SUFFIX.sub("", v) in wanted
+        }
+
+    def api(self, names: Iterable[str] | None = None) -> pd.DataFrame:
+        """CUDA API calls (runtime and driver), only ``names`` when given."""
+        cols = ["start_ns", "end_ns", "pid", "tid", "correlation_id", "name"]
+        if not self.has("CUPTI_ACTIVITY_KIND_RUNTIME"):
+            return pd.DataFrame(columns=cols)
+        sql = "SELECT start, end, globalTid, correlationId, nameId FROM CUPTI_ACTIVITY_KIND_RUNTIME"
+        if names is not None:
+            ids = self.api_name_ids(names)
+            if not ids:
+                return pd.DataFrame(columns=cols)
+            sql += f" WHERE nameId IN ({','.join(str(int(i)) for i in ids)})"
+        raw = self.frame(sql, ["start_ns", "end_ns", "gtid", "correlation_id", "name_id"])
+        gtid = raw["gtid"].fillna(0).to_numpy(dtype="int64")
+        return pd.DataFrame(
+            {
+                "start_ns": raw["start_ns"].astype("int64"),
+                "end_ns": raw["end_ns"].astype("int64"),
+                "pid": (gtid >> 24) & 0xFFFFFF,
+                "tid": gtid & 0xFFFFFF,
+                "correlation_id": raw["correlation_id"].fillna(-1).astype("int64"),
+                "name": raw["name_id"]
+                .map(self.strings)
+                .str.replace(_VERSION_SUFFIX, "", regex=True),
+            },
+            columns=cols,
+        )
+
+    # ---------------------------------------------------------------- GPU operations
+    @cached_property
+    def ops(self) -> pd.DataFrame:
+        """Every GPU operation, joined to the API call that launched it (one SQL pass)."""
+        parts = []
+        graph_node = {
+            t: ("graphNodeId IS NOT NULL" if "graphNodeId" in self.columns(t) else "0")
+            for t in _CUDA_TABLES[1:4]
+            if self.has(t)
+        }
+        if "CUPTI_ACTIVITY_KIND_KERNEL" in graph_node:
+            parts.append(
+                "SELECT 0 AS kind, start, end, deviceId, streamId, correlationId, globalPid,"
+                f" shortName AS name, demangledName AS full, "
+                f"{graph_node['CUPTI_ACTIVITY_KIND_KERNEL']} AS in_graph, 0 AS copy, 0 AS bytes"
+                " FROM CUPTI_ACTIVITY_KIND_KERNEL"
+            )
+        if "CUPTI_ACTIVITY_KIND_MEMCPY" in graph_node:
+            parts.append(
+                "SELECT 1, start, end, deviceId, streamId, correlationId, globalPid,"
+                " -10 - copyKind, -10 - copyKind,"
+                f" {graph_node['CUPTI_ACTIVITY_KIND_MEMCPY']}, copyKind, bytes"
+                " FROM CUPTI_ACTIVITY_KIND_MEMCPY"
+            )
+        if "CUPTI_ACTIVITY_KIND_MEMSET" in graph_node:
+            parts.append(
+                "SELECT 2, start, end, deviceId, streamId, correlationId, globalPid, -2, -2,"
+                f" {graph_node['CUPTI_ACTIVITY_KIND_MEMSET']}, 0, bytes"
+                " FROM CUPTI_ACTIVITY_KIND_MEMSET"
+            )
+        if self.has("CUPTI_ACTIVITY_KIND_GRAPH_TRACE"):
+            parts.append(
+                "SELECT 3, start, end, deviceId, streamId, correlationId, globalPid,"
+                " -1000 - graphId, -1000 - graphId, 1, 0, 0 FROM CUPTI_ACTIVITY_KIND_GRAPH_TRACE"
+            )
+        cols = [
+            "kind", "start_ns", "end_ns", "device_id", "stream_id", "correlation_id", "gpid",
+            "name_id", "full_id", "in_graph", "copy", "bytes", "api_start_ns", "api_gtid",
+        ]  # fmt: skip
+        if not parts:
+            return _ops_frame(pd.DataFrame(columns=cols), self.strings)
+        union = " UNION ALL ".join(parts)
+        if self.has("CUPTI_ACTIVITY_KIND_RUNTIME"):
+            # Same correlation id, same process: globalTid lies in [globalPid, globalPid + 2^24).
+            sql = (
+                f"SELECT o.*, r.start, r.globalTid FROM ({union}) AS o"
+                " LEFT JOIN CUPTI_ACTIVITY_KIND_RUNTIME AS r ON r.correlationId = o.correlationId"
+                " AND r.globalTid >= o.globalPid AND r.globalTid < o.globalPid + 16777216"
+            )
+        else:
+            sql = f"SELECT o.*, NULL, NULL FROM ({union}) AS o"
+        return _ops_frame(self.frame(sql, cols), self.strings)
+
+
+_MEMCPY_NAMES = {
+    1: "Host-to-Device",
+    2: "Device-to-Host",
+    8: "Device-to-Device",
+    10: "Peer-to-Peer",
+}
+
+
+def _op_label(i: int, strings: dict[int, str]) -> str:
+    """Name of an op from the name code of the UNION ALL in :attr:`Trace.ops`."""
+    if i >= 0:
+        return strings.get(i, f"<string {i}>")
+    if i == -2:
+        return "[CUDA memset]"
+    if i <= -1000:
+        return f"[CUDA graph {-1000 - i}]"
+    return f"[CUDA memcpy {_MEMCPY_NAMES.get(-10 - i, 'Other')}]"  # like nsys stats
+
+
+def _categorical(ids: np.ndarray, strings: dict[int, str]) -> pd.Categorical:
+    uniq, inverse = np.unique(ids, return_inverse=True)
+    labels = [_op_label(int(i), strings) for i in uniq]
+    # Two codes can share a label (a kernel named like a memcpy): merge through the labels.
+    return (
+        pd.Categorical(np.asarray(labels, dtype=object)[inverse])
+        if len(set(labels)) < len(labels)
+        else pd.Categorical.from_codes(inverse.astype("int32"), categories=pd.Index(labels))
+    )
+
+
+def _ops_frame(raw: pd.DataFrame, strings: dict[int, str]) -> pd.DataFrame:
+    """Normalise the raw UNION ALL rows of :attr:`Trace.ops` into the documented frame."""
+
+    def col(name: str, fill: int = 0) -> np.ndarray:
+        return raw[name].fillna(fill).to_numpy(dtype="int64")
+
+    kind, copy, gpid, gtid = col("kind"), col("copy"), col("gpid"), col("api_gtid", -1)
+    copy_kind = np.select(
+        [kind != 1, copy == 1, copy == 2, copy == 8], [None, "htod", "dtoh", "dtod"], "other"
+    )
+    return pd.DataFrame(
+        {
+            "start_ns": col("start_ns"),
+            "end_ns": col("end_ns"),
+            "device_id": col("device_id"),
+            "stream_id": col("stream_id"),
+            "pid": (gpid >> 24) & 0xFFFFFF,
+            "correlation_id": col("correlation_id", -1),
+            "name": _categorical(col("name_id"), strings),
+            "full_name": _categorical(col("full_id"), strings),
+            "kind": pd.Categorical.from_codes(kind.astype("int32"), categories=KINDS),
+            "in_graph": raw["in_graph"].to_numpy(dtype=bool),
+            "copy_kind": pd.Categorical(copy_kind, categories=["htod", "dtoh", "dtod", "other"]),
+            "bytes": col("bytes"),
+            "api_start_ns": raw["api_start_ns"].to_numpy(dtype="float64", na_value=np.nan),
+            "api_tid": np.where(gtid >= 0, gtid & 0xFFFFFF, -1),
+        }
+    )
+
+
+def load(path: str | Path) -> Trace:
+    """Open an nsys SQLite export read-only; raise TraceError naming the problem and the fix."""
+    path = Path(path)
+    con = open_readonly(path)
+    with _sql_errors(path):
+        tables = frozenset(
+            r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+        )
+    markers = {"StringIds", "META_DATA_EXPORT", "NVTX_EVENTS", *_CUDA_TABLES}
+    if not tables & markers:
+        con.close()
+        raise TraceError(
+            f"{path}: SQLite file but not an nsys export (no StringIds, NVTX_EVENTS or CUPTI "
+            "tables); give the file written by `nsys export --type sqlite`"
+        )
+    meta: dict[str, str] = {}
+    if "META_DATA_EXPORT" in tables:
+        with _sql_errors(path):
+            meta = {
+                str(k): str(v) for k, v in con.execute("SELECT name, value FROM META_DATA_EXPORT")
+            }
+    return Trace(path=path, con=con, tables=tables, meta=meta)

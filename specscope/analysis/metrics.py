@@ -1,0 +1,281 @@
+"""Per-step metrics: one row per decode step; the metric names are specscope's public interface.
+
+All times are µs. "Step k's operations" are the GPU operations projected onto step k
+(:mod:`specscope.analysis.steps`) on the selected device.
+
+**Window, busy, idle** ::
+
+    GPU  step k:  [a][b]   [c]      [d]      | step k+1: [e] ...
+                  ^ first start of step k     ^ first start of step k+1
+                  |<------------ window_us -------------->|
+    busy_us = length of the union of *all* operations of the device inside the window
+              (every stream and process merged; overlapping work counts once)
+    idle_us = window_us - busy_us;  occupancy_pct = 100 * busy_us / window_us
+
+The last reported step's window ends at the last end of its own operations. With
+``--cuda-graph-trace=graph`` a replay is one operation and counts as busy.
+
+**Gaps between anchors** (``gap_us:A->B``) ::
+
+    GPU  ... A's work ][    gap    ][ B's work ...
+    gap = first start of B's GPU work - last end of A's GPU work   (negative: overlap)
+
+A is the anchor instance immediately before B on the step thread (by CPU start), so the
+cross-step pair (last anchor of step k-1 -> first anchor of step k) is attributed to step k.
+``cpu_gap_us:A->B`` is the same on the host: start of range B - end of range A. When a pair
+occurs more than once in a step, the first occurrence is reported.
+
+**Counts** (operations of the step): ``eager_memcpy`` (memcpys not in a graph; by direction
+``eager_memcpy_htod/_dtoh/_dtod/_other``; ``eager_memcpy_bytes``), ``eager_memset``,
+``eager_kernels``, ``graph_kernels`` (node mode only), ``graph_launches`` (distinct graph launches),
+``kernels:PATTERN`` (kernels whose name matches the regex; node mode or no graphs only),
+``api_calls:NAME`` (CUDA API calls of that name started inside the step range on its thread).
+
+**Host side** (NVTX only, reported even without CUDA data): ``cpu_step_us`` (the step range),
+``cpu_us:R`` (total duration of the ranges named R nested in the step on its thread).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from specscope.analysis.loader import CaptureMode, Trace
+from specscope.analysis.steps import Steps, interval_index
+
+API_CALLS = ("cudaMemcpyAsync", "cudaLaunchKernel", "cudaGraphLaunch")
+_GPU_METRICS = (
+    "window_us",
+    "busy_us",
+    "idle_us",
+    "occupancy_pct",
+    "eager_memcpy",
+    "eager_memcpy_htod",
+    "eager_memcpy_dtoh",
+    "eager_memcpy_dtod",
+    "eager_memcpy_other",
+    "eager_memcpy_bytes",
+    "eager_memset",
+    "eager_kernels",
+    "graph_kernels",
+    "graph_launches",
+)
+
+
+def unit(metric: str) -> str:
+    """The unit of a metric, from its name."""
+    if metric == "occupancy_pct":
+        return "%"
+    if metric == "eager_memcpy_bytes":
+        return "B"
+    if metric.split(":")[0].endswith("_us"):
+        return "us"
+    return "count"
+
+
+@dataclass
+class StepMetrics:
+    """Per-step metrics (index: step number) and the metrics that could not be measured."""
+
+    frame: pd.DataFrame
+    unavailable: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    window_start_ns: pd.Series | None = None  # per step: first start of its GPU work
+
+
+def anchor_pairs(anchors: tuple[str, ...]) -> list[str]:
+    """The expected ``A->B`` pairs of a cyclic anchor list (wrap-around pair included)."""
+    if len(anchors) < 2:
+        return [f"{anchors[0]}->{anchors[0]}"] if anchors else []
+    return [f"{a}->{b}" for a, b in zip(anchors[-1:] + anchors[:-1], anchors, strict=True)]
+
+
+def union_coverage(starts: np.ndarray, ends: np.ndarray):
+    """Return ``covered(t)``: length of the union of the intervals that lies before ``t``."""
+    order = np.argsort(starts, kind="stable")
+    s, e = starts[order], ends[order]
+    if len(s) == 0:
+        return lambda t: np.zeros(len(t))
+    emax = np.maximum.accumulate(e)
+    new = np.ones(len(s), dtype=bool)
+    new[1:] = s[1:] > emax[:-1]
+    first = np.flatnonzero(new)
+    m_start = s[first]
+    m_end = emax[np.r_[first[1:] - 1, len(s) - 1]]
+    before = np.r_[0, np.cumsum(m_end - m_start)[:-1]]
+
+    def covered(t: np.ndarray) -> np.ndarray:
+        i = np.searchsorted(m_start, t, side="right") - 1
+        j = np.clip(i, 0, None)
+        inside = np.clip(t - m_start[j], 0, m_end[j] - m_start[j])
+        return np.where(i >= 0, before[j] + inside, 0)
+
+    return covered
+
+
+def name_matches(ops: pd.DataFrame, pattern: str) -> np.ndarray:
+    """Rows whose short or demangled name contains a match of the regex ``pattern``."""
+    rx = re.compile(pattern)
+    hit = np.zeros(len(ops), dtype=bool)
+    for col in ("name", "full_name"):
+        cat = ops[col].cat
+        by_code = np.array([bool(rx.search(str(c))) for c in cat.categories] + [False])
+        hit |= by_code[cat.codes.to_numpy()]  # code -1 (missing) indexes the final False
+    return hit
+
+
+def _gaps(steps: Steps, first: np.ndarray, last: np.ndarray, prefix: str) -> pd.DataFrame:
+    """``prefix``A->B per step, from each anchor instance's (first, last) time."""
+    a = steps.anchors
+    if len(a) < 2:
+        return pd.DataFrame()
+    names = a["name"].to_numpy(dtype=object)
+    rows = pd.DataFrame(
+        {
+            "step": a["step"].to_numpy()[1:],
+            "metric": [f"{prefix}{p}->{c}" for p, c in zip(names[:-1], names[1:], strict=True)],
+            "value": (first[1:] - last[:-1]) / 1e3,
+        }
+    )
+    rows = rows[rows["step"] >= 0]
+    return rows.groupby(["step", "metric"], sort=False)["value"].first().unstack()
+
+
+def per_step_metrics(
+    trace: Trace, steps: Steps, count_kernels: tuple[str, ...] | list[str] = ()
+) -> StepMetrics:
+    """Compute every per-step metric for the kept steps of ``steps`` (see the module doc)."""
+    spec = steps.spec
+    patterns = list(dict.fromkeys([*spec.count_kernels, *count_kernels]))
+    kept = steps.kept
+    all_steps = steps.all_steps.set_index("step")
+    out = pd.DataFrame(index=pd.Index(kept, name="step"))
+    unavailable: dict[str, str] = {}
+    mode = trace.capture_mode
+
+    # ---- host side, from NVTX alone
+    out["cpu_step_us"] = (all_steps.loc[kept, "end_ns"] - all_steps.loc[kept, "start_ns"]) / 1e3
+    nvtx = trace.nvtx
+    thread = nvtx[(nvtx["pid"] == steps.pid) & (nvtx["tid"] == steps.tid)]
+    if spec.domain is not None:
+        thread = thread[thread["domain"] == spec.domain]
+    inner = thread[thread["name"] != spec.step]
+    s_start, s_end = all_steps["start_ns"].to_numpy(), all_steps["end_ns"].to_numpy()
+    in_step = interval_index(s_start, s_end, inner["start_ns"].to_numpy())
+    ok = in_step >= 0
+    ok[ok] &= inner["end_ns"].to_numpy()[ok] <= s_end[in_step[ok]]
+    nested = pd.DataFrame(
+        {
+            "step": in_step[ok],
+            "name": inner["name"].to_numpy(dtype=object)[ok],
+            "us": (inner["end_ns"].to_numpy()[ok] - inner["start_ns"].to_numpy()[ok]) / 1e3,
+        }
+    )
+    cpu = nested.groupby(["step", "name"])["us"].sum().unstack(fill_value=0.0)
+    for name in cpu.columns:
+        out[f"cpu_us:{name}"] = cpu[name].reindex(kept, fill_value=0.0).to_numpy()
+    a = steps.anchors
+    cpu_gaps = _gaps(steps, a["start_ns"].to_numpy(), a["end_ns"].to_numpy(), "cpu_gap_us:")
+    for pair in anchor_pairs(spec.anchors):
+        out[f"cpu_gap_us:{pair}"] = np.nan
+    for col in cpu_gaps.columns:
+        out[col] = cpu_gaps[col].reindex(kept).to_numpy()
+
+    # ---- GPU side
+    gap_cols = [f"gap_us:{p}" for p in anchor_pairs(spec.anchors)]
+    kernel_cols = [f"kernels:{p}" for p in patterns]
+    api_cols = [f"api_calls:{n}" for n in API_CALLS]
+    if mode is CaptureMode.NO_CUDA or steps.device_id is None:
+        why = (
+            "the export has no CUDA activity (recorded without -t cuda or on a machine without "
+            "a GPU)"
+            if mode is CaptureMode.NO_CUDA
+            else "no GPU operation was launched inside the steps"
+        )
+        for col in [*_GPU_METRICS, *gap_cols, *kernel_cols, *api_cols]:
+            out[col] = np.nan
+            unavailable[col] = why
+        return StepMetrics(out, unavailable, list(steps.notes))
+
+    ops = steps.ops
+    step_of = ops["step"].to_numpy()
+    start, end = ops["start_ns"].to_numpy(), ops["end_ns"].to_numpy()
+    mine = np.isin(step_of, all_steps.index.to_numpy())
+    by_step = pd.DataFrame({"step": step_of[mine], "start": start[mine], "end": end[mine]})
+    first = by_step.groupby("step")["start"].min()
+    last = by_step.groupby("step")["end"].max()
+    w_start = first.reindex(kept).to_numpy(dtype="float64")
+    w_end = np.r_[w_start[1:], np.nan]
+    w_end[-1] = last.reindex(kept).to_numpy(dtype="float64")[-1]
+    covered = union_coverage(start, end)
+    valid = ~np.isnan(w_start) & ~np.isnan(w_end)
+    busy = np.full(len(kept), np.nan)
+    busy[valid] = covered(w_end[valid]) - covered(w_start[valid])
+    out["window_us"] = (w_end - w_start) / 1e3
+    out["busy_us"] = busy / 1e3
+    out["idle_us"] = out["window_us"] - out["busy_us"]
+    out["occupancy_pct"] = 100 * out["busy_us"] / out["window_us"].where(out["window_us"] > 0)
+
+    kind = ops["kind"].to_numpy(dtype=object)
+    in_graph = ops["in_graph"].to_numpy()
+    copy = ops["copy_kind"].to_numpy(dtype=object)
+
+    def count(mask: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
+        sel = mask & mine
+        s = pd.Series(weights[sel] if weights is not None else 1, index=step_of[sel])
+        return s.groupby(level=0).sum().reindex(kept, fill_value=0).to_numpy()
+
+    eager_copy = (kind == "memcpy") & ~in_graph
+    out["eager_memcpy"] = count(eager_copy)
+    for d in ("htod", "dtoh", "dtod", "other"):
+        out[f"eager_memcpy_{d}"] = count(eager_copy & (copy == d))
+    out["eager_memcpy_bytes"] = count(eager_copy, ops["bytes"].to_numpy())
+    out["eager_memset"] = count((kind == "memset") & ~in_graph)
+    is_kernel = kind == "kernel"
+    out["eager_kernels"] = count(is_kernel & ~in_graph)
+    out["graph_kernels"] = count(is_kernel & in_graph)
+    graph_ops = ops[mine & in_graph]
+    launches = graph_ops.groupby("step")["correlation_id"].nunique()
+    out["graph_launches"] = launches.reindex(kept, fill_value=0).to_numpy()
+    for pattern, col in zip(patterns, kernel_cols, strict=True):
+        out[col] = count(is_kernel & name_matches(ops, pattern))
+    if mode is CaptureMode.GRAPH:
+        why = (
+            "graph-internal kernels are invisible with --cuda-graph-trace=graph; "
+            "record in node mode"
+        )
+        for col in ["graph_kernels", *kernel_cols]:
+            out[col] = np.nan
+            unavailable[col] = why
+
+    # gaps between the anchors' GPU work
+    a_idx = ops["anchor"].to_numpy()
+    on_anchor = a_idx >= 0
+    g = pd.DataFrame({"a": a_idx[on_anchor], "start": start[on_anchor], "end": end[on_anchor]})
+    nan = np.full(len(steps.anchors), np.nan)
+    a_first = g.groupby("a")["start"].min().reindex(range(len(nan))).to_numpy(dtype="float64")
+    a_last = g.groupby("a")["end"].max().reindex(range(len(nan))).to_numpy(dtype="float64")
+    gaps = _gaps(steps, a_first, a_last, "gap_us:")
+    for col in gap_cols:
+        out[col] = np.nan
+    for col in gaps.columns:
+        out[col] = gaps[col].reindex(kept).to_numpy()
+
+    # API calls started inside each step on its thread
+    api = trace.api(API_CALLS)
+    api = api[(api["pid"] == steps.pid) & (api["tid"] == steps.tid)]
+    a_step = interval_index(
+        all_steps["start_ns"].to_numpy(), all_steps["end_ns"].to_numpy(), api["start_ns"].to_numpy()
+    )
+    calls = pd.DataFrame({"step": a_step, "name": api["name"].to_numpy(dtype=object)})
+    calls = calls[calls["step"] >= 0].groupby(["step", "name"]).size().unstack(fill_value=0)
+    for name, col in zip(API_CALLS, api_cols, strict=True):
+        out[col] = (
+            (calls[name] if name in calls else pd.Series(dtype="int64"))
+            .reindex(kept, fill_value=0)
+            .to_numpy()
+        )
+    return StepMetrics(out, unavailable, list(steps.notes), pd.Series(w_start, index=kept))

@@ -1,0 +1,217 @@
+"""Steps, anchors, and the projection of GPU operations onto NVTX ranges.
+
+**Steps.** The instances of the spec's step range on one thread, sorted by start, are the steps
+(numbered from 0 in trace order; ``--skip N`` drops the first N from the report but they stay on
+the timeline, so the first reported step still has a predecessor). When several processes or
+threads have step ranges, the one with the most steps is used (or ``pid``) and a note says so.
+
+**Projection.** A GPU operation belongs to an NVTX range when the CUDA API call that launched it
+(same correlation id, same process) started inside the range's CPU interval on the range's
+thread. All kernels of one graph replay share the ``cudaGraphLaunch`` correlation id, so they all
+belong to the range around that launch::
+
+    CPU  |-- step k ----------------------------------------------|
+         |-- draft.replay --|      |-- verify.replay --|
+              ^ cudaGraphLaunch         ^ cudaGraphLaunch
+    GPU          [k1][k2][k3]                  [k4][k5]
+                 '- step k, anchor draft.replay '- step k, anchor verify.replay
+
+The device is the one with the most operations projected onto the steps (or ``device``).
+Trailing steps with no GPU work (e.g. a step cut by the end of the capture range) are dropped.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from specscope.analysis.loader import CaptureMode, Trace
+from specscope.analysis.spec import StepSpec
+from specscope.errors import SpecError
+
+
+@dataclass
+class Steps:
+    """The steps of one thread and the GPU operations projected onto them.
+
+    ``all_steps``: every step instance on the thread (``step``, ``start_ns``, ``end_ns``).
+    ``kept``: the ``step`` numbers reported (after ``skip`` and trailing drops).
+    ``anchors``: anchor instances on the thread (``name``, ``start_ns``, ``end_ns``, ``step``).
+    ``ops``: the device's GPU operations with ``step`` and ``anchor`` (row of ``anchors``),
+    -1 where not projected.
+    """
+
+    spec: StepSpec
+    pid: int
+    tid: int
+    device_id: int | None
+    all_steps: pd.DataFrame
+    kept: np.ndarray
+    anchors: pd.DataFrame
+    ops: pd.DataFrame
+    skipped: int = 0
+    dropped_trailing: int = 0
+    notes: list[str] = field(default_factory=list)
+
+
+def _closest_names(nvtx: pd.DataFrame, name: str) -> str:
+    names = list(nvtx["name"].value_counts().index)
+    close = difflib.get_close_matches(name, names, n=5, cutoff=0.3) or names[:5]
+    return ", ".join(repr(n) for n in close) if close else "none (the trace has no NVTX ranges)"
+
+
+def _select(nvtx: pd.DataFrame, name: str, domain: str | None) -> pd.DataFrame:
+    sel = nvtx["name"] == name
+    if domain is not None:
+        sel &= nvtx["domain"] == domain
+    return nvtx[sel]
+
+
+def interval_index(starts: np.ndarray, ends: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """For each time in ``t``: the index of the interval (sorted, disjoint) holding it, else -1.
+
+    An interval holds ``t`` when ``start <= t < end``.
+    """
+    if len(starts) == 0:
+        return np.full(len(t), -1, dtype=np.int64)
+    i = np.searchsorted(starts, t, side="right") - 1
+    ok = (i >= 0) & (t < ends[np.clip(i, 0, None)])
+    return np.where(ok, i, -1).astype(np.int64)
+
+
+def find_steps(
+    trace: Trace,
+    spec: StepSpec,
+    *,
+    skip: int = 0,
+    pid: int | None = None,
+    device: int | None = None,
+) -> Steps:
+    """Find the steps of ``spec`` in ``trace`` and project the GPU operations onto them."""
+    nvtx = trace.nvtx
+    notes: list[str] = []
+    if trace.unclosed_ranges:
+        notes.append(f"{trace.unclosed_ranges} NVTX range(s) never closed were ignored")
+    step_rows = _select(nvtx, spec.step, spec.domain)
+    if step_rows.empty:
+        where = f" in domain {spec.domain!r}" if spec.domain else ""
+        other = _select(nvtx, spec.step, None)
+        if not other.empty:
+            domains = ", ".join(sorted({repr(d) for d in other["domain"]}))
+            raise SpecError(
+                f"no NVTX range named {spec.step!r}{where}; it exists in domain(s) {domains}: "
+                "pass --domain accordingly"
+            )
+        raise SpecError(
+            f"no NVTX range named {spec.step!r}{where}; closest names present: "
+            f"{_closest_names(nvtx, spec.step)} (`specscope ranges TRACE` lists them all)"
+        )
+    if pid is not None:
+        step_rows = step_rows[step_rows["pid"] == pid]
+        if step_rows.empty:
+            raise SpecError(f"no {spec.step!r} ranges in process {pid}; drop --pid or pick another")
+    counts = step_rows.groupby(["pid", "tid"]).size().sort_values(ascending=False, kind="stable")
+    sel_pid, sel_tid = counts.index[0]
+    if len(counts) > 1:
+        others = ", ".join(f"pid {p} tid {t}: {n}" for (p, t), n in counts.items())
+        notes.append(
+            f"steps found on {len(counts)} threads ({others}); using pid {sel_pid} tid {sel_tid} "
+            "(most steps); pick another with --pid"
+        )
+    thread = nvtx[(nvtx["pid"] == sel_pid) & (nvtx["tid"] == sel_tid)]
+    steps = _select(thread, spec.step, spec.domain).sort_values("start_ns", kind="stable")
+    # Keep top-level instances only: a step range nested in another step is not a new step.
+    steps = steps[steps["start_ns"] >= steps["end_ns"].cummax().shift(1, fill_value=-(2**62))]
+    all_steps = pd.DataFrame(
+        {
+            "step": np.arange(len(steps)),
+            "start_ns": steps["start_ns"].to_numpy(),
+            "end_ns": steps["end_ns"].to_numpy(),
+        }
+    )
+    if skip >= len(all_steps):
+        raise SpecError(
+            f"zero steps left after --skip {skip}: the trace has {len(all_steps)} {spec.step!r} "
+            "steps on the selected thread; lower --skip"
+        )
+
+    anchor_rows = thread[thread["name"].isin(spec.anchors)]
+    if spec.domain is not None:
+        anchor_rows = anchor_rows[anchor_rows["domain"] == spec.domain]
+    missing = [a for a in spec.anchors if a not in set(anchor_rows["name"])]
+    if missing:
+        notes.append(
+            f"anchor range(s) {', '.join(map(repr, missing))} not found on the step thread; "
+            f"their gaps are unavailable (closest: {_closest_names(thread, missing[0])})"
+        )
+    anchors = anchor_rows.sort_values("start_ns", kind="stable").reset_index(drop=True)
+    s_start, s_end = all_steps["start_ns"].to_numpy(), all_steps["end_ns"].to_numpy()
+    anchors = pd.DataFrame(
+        {
+            "name": anchors["name"].to_numpy(dtype=object),
+            "start_ns": anchors["start_ns"].to_numpy(),
+            "end_ns": anchors["end_ns"].to_numpy(),
+            "step": interval_index(s_start, s_end, anchors["start_ns"].to_numpy()),
+        }
+    )
+
+    ops = trace.ops
+    if trace.capture_mode is not CaptureMode.NO_CUDA:
+        on_thread = (ops["pid"].to_numpy() == sel_pid) & (ops["api_tid"].to_numpy() == sel_tid)
+        t = np.where(on_thread, ops["api_start_ns"].to_numpy(), np.nan)
+        launched = np.nan_to_num(t, nan=-(2.0**62)).astype(np.int64)
+        step_of = np.where(on_thread, interval_index(s_start, s_end, launched), -1)
+        a_start, a_end = anchors["start_ns"].to_numpy(), anchors["end_ns"].to_numpy()
+        anchor_of = np.where(on_thread, interval_index(a_start, a_end, launched), -1)
+        ops = ops.assign(step=step_of, anchor=anchor_of)
+    else:
+        ops = ops.assign(step=np.zeros(0, np.int64), anchor=np.zeros(0, np.int64))
+
+    device_id = None
+    projected = ops[ops["step"] >= skip]
+    if not projected.empty:
+        per_device = projected["device_id"].value_counts()
+        if device is not None:
+            if device not in per_device.index:
+                raise SpecError(
+                    f"no GPU work of the steps on device {device}; devices with work: "
+                    f"{', '.join(map(str, per_device.index))}"
+                )
+            device_id = device
+        else:
+            device_id = int(per_device.index[0])
+            if len(per_device) > 1:
+                notes.append(
+                    f"steps launch work on {len(per_device)} devices; using device {device_id} "
+                    "(most operations); pick another with --device"
+                )
+        ops = ops[ops["device_id"] == device_id].reset_index(drop=True)
+    elif trace.capture_mode is not CaptureMode.NO_CUDA:
+        notes.append("no GPU operation was launched inside the steps; GPU metrics are empty")
+
+    kept = all_steps["step"].to_numpy()[skip:]
+    dropped = 0
+    if device_id is not None:
+        with_work = set(np.unique(ops["step"]))
+        while len(kept) > 1 and kept[-1] not in with_work:
+            kept, dropped = kept[:-1], dropped + 1
+        if dropped:
+            notes.append(f"dropped {dropped} trailing step(s) with no GPU work")
+    if skip:
+        notes.append(f"skipped {skip} warm-up step(s)")
+    return Steps(
+        spec=spec,
+        pid=int(sel_pid),
+        tid=int(sel_tid),
+        device_id=device_id,
+        all_steps=all_steps,
+        kept=kept,
+        anchors=anchors,
+        ops=ops,
+        skipped=skip,
+        dropped_trailing=dropped,
+        notes=notes,
+    )

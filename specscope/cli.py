@@ -1,0 +1,193 @@
+"""The ``specscope`` command line: parses flags, calls the library, prints results.
+
+Expected failures (bad input, a spec that does not match) are one ``error:`` line on stderr and
+exit code 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+import pandas as pd
+
+from specscope.errors import SpecscopeError
+
+
+class _Group(click.Group):
+    """Turns SpecscopeError into a one-line error with its exit code."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except SpecscopeError as e:
+            err = click.ClickException(str(e))
+            err.exit_code = e.exit_code
+            raise err from None
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="specscope")
+def cli() -> None:
+    """specscope: per-step GPU timelines of speculative decoding, from Nsight Systems exports.
+
+    Example: specscope analyze trace.sqlite --preset eagle
+    """
+
+
+def _csv_list(value: str | None) -> tuple[str, ...] | None:
+    return None if value is None else tuple(v.strip() for v in value.split(",") if v.strip())
+
+
+def _warn(message: str) -> None:
+    click.echo(f"warning: {message}", err=True)
+
+
+def _fmt(df: pd.DataFrame) -> str:
+    return df.to_string(float_format=lambda x: f"{x:.1f}", na_rep="n/a")
+
+
+@cli.command()
+@click.argument("trace", type=click.Path(path_type=Path))
+@click.option("--preset", default=None, help="Step spec preset (default: eagle).")
+@click.option("--step", "step_name", default=None, help="Name of the NVTX range around a step.")
+@click.option("--anchors", default=None, help="Comma-separated anchor ranges, in step order.")
+@click.option("--domain", default=None, help="NVTX domain of the ranges ('' for any domain).")
+@click.option("--skip", default=0, show_default=True, type=click.IntRange(min=0),
+              help="Warm-up steps to drop.")  # fmt: skip
+@click.option("--count-kernels", multiple=True, metavar="REGEX",
+              help="Count kernels matching REGEX per step (repeatable).")  # fmt: skip
+@click.option("--pid", type=int, default=None, help="Process whose steps to use.")
+@click.option("--device", type=int, default=None, help="GPU whose work to measure.")
+@click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table",
+              show_default=True)  # fmt: skip
+@click.option("--db", type=click.Path(path_type=Path), default=None,
+              help="Append the run, its steps and summary to this results database.")  # fmt: skip
+@click.option("--totals", is_flag=True, help="Also print kernel and memcpy totals (nsys stats).")
+@click.option("--timeline", is_flag=True, help="Also print the kernel timeline of the median step.")
+@click.option("--median-by", default="idle_us", show_default=True,
+              help="Metric that picks the median step for --timeline.")  # fmt: skip
+def analyze(
+    trace: Path,
+    preset: str | None,
+    step_name: str | None,
+    anchors: str | None,
+    domain: str | None,
+    skip: int,
+    count_kernels: tuple[str, ...],
+    pid: int | None,
+    device: int | None,
+    fmt: str,
+    db: Path | None,
+    totals: bool,
+    timeline: bool,
+    median_by: str,
+) -> None:
+    """Per-step metrics of an nsys SQLite export: gaps, GPU idle, eager memcpys, kernels.
+
+    Example: specscope analyze trace.sqlite --preset eagle --skip 2 --format json
+    """
+    from specscope.analysis.run import analyze as run_analysis
+    from specscope.analysis.spec import StepSpec, load_preset
+    from specscope.analysis.summary import kernel_timeline, median_step
+    from specscope.analysis.summary import totals as capture_totals
+
+    if preset and step_name:
+        raise click.UsageError("give either --preset or --step, not both")
+    spec = load_preset(preset or "eagle") if step_name is None else StepSpec(step=step_name)
+    spec = spec.with_overrides(anchors=_csv_list(anchors))
+    if domain is not None:
+        spec = spec.with_overrides(domain=domain or None)
+        if domain == "":
+            spec = StepSpec(spec.step, spec.anchors, None, spec.count_kernels)
+    result = run_analysis(
+        trace, spec, skip=skip, pid=pid, device=device, count_kernels=count_kernels
+    )
+    for note in result.metrics.notes:
+        _warn(note)
+    reasons: dict[str, list[str]] = {}
+    for metric, why in result.metrics.unavailable.items():
+        reasons.setdefault(why, []).append(metric)
+    for why, metrics in reasons.items():
+        _warn(f"{len(metrics)} GPU metric(s) unavailable: {why}")
+    if db is not None:
+        from specscope.analysis.store import append_run
+
+        run_id = append_run(db, result.trace, result.steps, result.metrics, result.summary)
+        _warn(f"appended run {run_id} to {db}")
+
+    if fmt == "json":
+        data = result.to_json()
+        if totals:
+            t = capture_totals(result.trace)
+            data["totals"] = {k: v.reset_index().to_dict("records") for k, v in t.items()}
+        click.echo(json.dumps(data, indent=1))
+        return
+    if fmt == "csv":
+        click.echo(result.metrics.frame.to_csv(), nl=False)
+        return
+    t = result.trace
+    click.echo(
+        f"{t.path}  nsys {t.nsys_version}  capture mode {t.capture_mode.value}  "
+        f"GPU {result.gpu or 'n/a'}  steps {len(result.steps.kept)} "
+        f"(pid {result.steps.pid} tid {result.steps.tid}, skipped {result.steps.skipped})"
+    )
+    click.echo(_fmt(result.summary))
+    if totals:
+        for name, frame in capture_totals(t).items():
+            click.echo(f"\n{name} (whole capture)\n{_fmt(frame)}")
+    if timeline:
+        if median_by not in result.metrics.frame:
+            raise click.UsageError(f"--median-by {median_by!r} is not a metric of this run")
+        if result.metrics.window_start_ns is None:
+            _warn("no kernel timeline: the steps have no GPU work")
+            return
+        step = median_step(result.metrics, median_by)
+        click.echo(f"\nkernel timeline of step {step} (median {median_by})")
+        click.echo(_fmt(kernel_timeline(result.steps, result.metrics, step)))
+
+
+@cli.command()
+@click.argument("trace", type=click.Path(path_type=Path))
+@click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table",
+              show_default=True)  # fmt: skip
+def ranges(trace: Path, fmt: str) -> None:
+    """List the NVTX range names of an export with counts (what to put in a step spec).
+
+    Example: specscope ranges trace.sqlite
+    """
+    from specscope.analysis.loader import load
+
+    t = load(trace)
+    nvtx = t.nvtx.assign(dur_us=(t.nvtx["end_ns"] - t.nvtx["start_ns"]) / 1e3)
+    table = (
+        nvtx.groupby(["name", "domain"])
+        .agg(count=("dur_us", "size"), mean_us=("dur_us", "mean"), threads=("tid", "nunique"))
+        .reset_index()
+        .sort_values(["count", "name"], ascending=[False, True], kind="stable")
+    )
+    if t.unclosed_ranges:
+        _warn(f"{t.unclosed_ranges} NVTX range(s) never closed were ignored")
+    if table.empty:
+        _warn(f"{trace}: the export has no NVTX ranges (was it recorded with -t nvtx?)")
+    if fmt == "json":
+        click.echo(json.dumps(table.to_dict("records"), indent=1))
+    elif fmt == "csv":
+        click.echo(table.to_csv(index=False), nl=False)
+    else:
+        click.echo(_fmt(table.set_index("name")))
+
+
+def main() -> None:
+    """Console-script entry point."""
+    try:
+        cli(prog_name="specscope")
+    except KeyboardInterrupt:
+        click.echo("interrupted", err=True)
+        sys.exit(130)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()
