@@ -1,0 +1,1 @@
+"""Kernels grouped by what they serve; one op per module."""

@@ -1,0 +1,41 @@
+"""DSA (sparse attention) metadata for speculative decoding: ordinary torch path, fused kernels.
+
+Public API (what an attention backend uses):
+
+    geometry = DSAGeometry(page_size=64, index_topk=2048, index_kpool=4)
+    out = allocate_metadata(max_bs, max_rows, geometry, "cuda")   # static buffers, once
+    build = select_builder(geometry, "cuda", max_rows)              # fused or ordinary, once
+    build(ForwardMode.TARGET_VERIFY, inputs, out)                   # before each graph replay
+    fused_metadata_copy(out, sibling_sets, ForwardMode.TARGET_VERIFY, bs)
+
+Field definitions: `dsa_metadata.DSAMetadata`.
+"""
+
+from .dsa_kpool_metadata import build_metadata_fused, unsupported_reason
+from .dsa_metadata import (
+    DSAForwardInputs,
+    DSAGeometry,
+    DSAMetadata,
+    ForwardMode,
+    KPoolWritePlan,
+    allocate_metadata,
+)
+from .fused_metadata_copy import fused_metadata_copy
+from .ordinary_metadata import build_metadata_ordinary
+from .selection import FUSION_ENV, fusion_enabled, select_builder
+
+__all__ = [
+    "FUSION_ENV",
+    "DSAForwardInputs",
+    "DSAGeometry",
+    "DSAMetadata",
+    "ForwardMode",
+    "KPoolWritePlan",
+    "allocate_metadata",
+    "build_metadata_fused",
+    "build_metadata_ordinary",
+    "fused_metadata_copy",
+    "fusion_enabled",
+    "select_builder",
+    "unsupported_reason",
+]

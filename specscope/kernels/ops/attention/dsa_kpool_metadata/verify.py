@@ -1,0 +1,132 @@
+"""Fused DSA metadata for TARGET_VERIFY: every output field in one Triton launch.
+
+TARGET_VERIFY: T rows per request; row j sees seq_lens[b] - T + j + 1 keys.
+Layout of the launch and the shared building blocks: `scan.py`. Reference: `ordinary_metadata.py`.
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+from ..dsa_metadata import DSAForwardInputs, DSAMetadata, ForwardMode, check_build_args
+from .scan import (
+    _copy_live_prefix,
+    _paged_mqa_schedule,
+    _request_fields,
+    _row_fields,
+    kernel_args,
+    kernel_constexprs,
+    launch_settings,
+)
+
+
+@triton.jit
+def _dsa_verify_metadata_kernel(
+    req_to_token_ptr,
+    stride_r2t,
+    req_pool_indices_ptr,
+    seq_lens_ptr,
+    accept_lens_ptr,
+    out_cache_loc_ptr,
+    positions_ptr,
+    cache_seqlens_ptr,
+    cu_seqlens_q_ptr,
+    cu_seqlens_k_ptr,
+    seqlens_expanded_ptr,
+    dsa_cache_seqlens_ptr,
+    dsa_cu_seqlens_k_ptr,
+    page_table_1_ptr,
+    stride_pt,
+    real_page_table_ptr,
+    stride_rpt,
+    kpool_seqlens_ptr,
+    pool_slot_ptr,
+    pool_offset_ptr,
+    flush_ptr,
+    schedule_ptr,
+    bs,
+    rows,
+    PAGE_SIZE: tl.constexpr,
+    TOPK: tl.constexpr,
+    KPOOL: tl.constexpr,
+    NUM_SMS: tl.constexpr,
+    T: tl.constexpr,
+    BLOCK_ROWS: tl.constexpr,
+    BLOCK_BS: tl.constexpr,
+    BLOCK_SMS: tl.constexpr,
+    SCHED_CHUNK: tl.constexpr,
+    BLOCK_COLS: tl.constexpr,
+    N_SPANS: tl.constexpr,
+    STEPS: tl.constexpr,
+):
+    pid = tl.program_id(0)
+    if pid == 0:
+        _request_fields(
+            seq_lens_ptr, bs, cache_seqlens_ptr, cu_seqlens_q_ptr, cu_seqlens_k_ptr, T, BLOCK_BS
+        )
+        r = tl.arange(0, BLOCK_ROWS)
+        rm = r < rows
+        j = r % T
+        seq = tl.load(seq_lens_ptr + r // T, mask=rm, other=T)
+        seqlens = seq - T + j + 1
+        valid = rm
+        tail = j == T - 1
+        loc = tl.load(out_cache_loc_ptr + r, mask=rm, other=0)
+        pos = tl.load(positions_ptr + r, mask=rm, other=0)
+        total_blocks = _row_fields(
+            r,
+            rm,
+            seqlens,
+            valid,
+            tail,
+            loc,
+            pos,
+            seqlens_expanded_ptr,
+            dsa_cache_seqlens_ptr,
+            dsa_cu_seqlens_k_ptr,
+            kpool_seqlens_ptr,
+            pool_slot_ptr,
+            pool_offset_ptr,
+            flush_ptr,
+            PAGE_SIZE,
+            TOPK,
+            KPOOL,
+        )
+        tl.debug_barrier()  # the schedule reads kpool_seqlens back
+        _paged_mqa_schedule(
+            kpool_seqlens_ptr,
+            rows,
+            total_blocks,
+            schedule_ptr,
+            PAGE_SIZE,
+            KPOOL,
+            NUM_SMS,
+            BLOCK_SMS,
+            SCHED_CHUNK,
+        )
+    else:
+        w = pid - 1
+        row = w // N_SPANS
+        b = row // T
+        live = tl.load(seq_lens_ptr + b) - T + row % T + 1
+        req = tl.load(req_pool_indices_ptr + b)
+        _copy_live_prefix(
+            req_to_token_ptr + req * stride_r2t,
+            page_table_1_ptr + row.to(tl.int64) * stride_pt,
+            real_page_table_ptr + row.to(tl.int64) * stride_rpt,
+            live,
+            w % N_SPANS,
+            PAGE_SIZE,
+            BLOCK_COLS,
+            STEPS,
+        )
+
+
+def dsa_verify_metadata(inputs: DSAForwardInputs, out: DSAMetadata) -> None:
+    """Build TARGET_VERIFY metadata into `out` in one launch; no host sync."""
+    rows = check_build_args(ForwardMode.TARGET_VERIFY, inputs, out)
+    settings = launch_settings(rows, inputs.bs, out.geometry)
+    _dsa_verify_metadata_kernel[settings.grid(rows)](
+        *kernel_args(inputs, out), inputs.bs, rows, **kernel_constexprs(out.geometry, settings)
+    )
