@@ -1,0 +1,109 @@
+"""Real exports recorded on an H200 (nsys 2025.3.1) and on a CPU machine (nsys 2023.4.4).
+
+The H200 fixtures were made by ``scripts/record_fixtures.sh`` running ``scripts/fixture_program.py``
+(12 measured steps of an EAGLE-shaped loop; ``before``: 4 eager ``fused_metadata_copy_kernel``
+launches and 6 eager copies per prepare, ``after``: none and 2); beside each export lie the
+``nsys stats`` CSVs made from the same file, the oracle for our totals.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from specscope.analysis.loader import CaptureMode, load
+from specscope.analysis.run import analyze
+from specscope.analysis.spec import load_preset
+from specscope.analysis.summary import totals
+
+DATA = Path(__file__).parent / "data"
+H200 = ["eagle_node_before", "eagle_node_after", "eagle_graph_before"]
+
+
+@pytest.mark.parametrize("name", H200)
+def test_kernel_totals_equal_nsys_stats(name: str) -> None:
+    ours = totals(load(DATA / f"{name}.sqlite"))["kernels"]
+    stats = pd.read_csv(DATA / f"{name}_cuda_gpu_kern_sum.csv").set_index("Name")
+    assert sorted(ours.index) == sorted(stats.index)
+    for kernel, row in stats.iterrows():
+        assert ours.loc[kernel, "instances"] == row["Instances"], kernel
+        assert ours.loc[kernel, "total_ns"] == row["Total Time (ns)"], kernel
+
+
+@pytest.mark.parametrize("name", H200)
+def test_memcpy_totals_equal_nsys_stats(name: str) -> None:
+    ours = totals(load(DATA / f"{name}.sqlite"))["memory"]
+    stats = pd.read_csv(DATA / f"{name}_cuda_gpu_mem_time_sum.csv").set_index("Operation")
+    assert sorted(ours.index) == sorted(stats.index)
+    for op, row in stats.iterrows():
+        assert ours.loc[op, "count"] == row["Count"], op
+        assert ours.loc[op, "total_ns"] == row["Total Time (ns)"], op
+
+
+@pytest.mark.parametrize(
+    ("name", "copies", "eager_memcpy", "mode"),
+    [
+        ("eagle_node_before", 4, 19, CaptureMode.NODE),
+        ("eagle_node_after", 0, 7, CaptureMode.NODE),
+        ("eagle_graph_before", None, 19, CaptureMode.GRAPH),
+    ],
+)
+def test_eagle_steps(name: str, copies: int | None, eager_memcpy: int, mode) -> None:
+    a = analyze(DATA / f"{name}.sqlite", load_preset("eagle"), skip=1)
+    f = a.metrics.frame
+    assert a.trace.capture_mode is mode
+    assert a.trace.nsys_version.startswith("2025.3")
+    assert a.gpu == "NVIDIA H200"
+    assert len(f) == 11  # 12 recorded, 1 skipped
+    assert (f["graph_launches"] == 3).all()
+    assert (f["api_calls:cudaGraphLaunch"] == 3).all()
+    # per prepare: eager copies alternate H2D/D2D, plus the D2H of accept
+    assert (f["eager_memcpy"] == eager_memcpy).all()
+    assert (f["eager_memcpy_dtoh"] == 1).all()
+    assert (f["busy_us"] <= f["window_us"]).all() and (f["idle_us"] > 0).all()
+    for pair in [
+        "draft_extend.replay->draft.replay",
+        "draft.replay->verify.replay",
+        "verify.replay->draft_extend.replay",
+    ]:
+        assert f[f"gap_us:{pair}"].notna().all()
+        assert (f[f"cpu_gap_us:{pair}"] > 0).all()
+    if copies is None:
+        assert "kernels:fused_metadata_copy" in a.metrics.unavailable
+        assert "graph_kernels" in a.metrics.unavailable
+    else:
+        assert (f["kernels:fused_metadata_copy"] == copies).all()
+        assert (f["graph_kernels"] == 60).all()  # 4 + 6 + 2 layers x 5 kernels
+
+
+def test_after_is_faster_than_before() -> None:
+    """The fixture's 'after' drops 4 copy kernels and 12 copies per step: less idle, less gap."""
+    spec = load_preset("eagle")
+    before = analyze(DATA / "eagle_node_before.sqlite", spec, skip=1).summary
+    after = analyze(DATA / "eagle_node_after.sqlite", spec, skip=1).summary
+    for metric in ["idle_us", "gap_us:draft_extend.replay->draft.replay", "cpu_step_us"]:
+        assert after.loc[metric, "p50"] < before.loc[metric, "p50"], metric
+
+
+def test_start_end_step_ranges() -> None:
+    """``eagle_node_after`` opens its steps with nvtx start/end ranges (eventType 60)."""
+    t = load(DATA / "eagle_node_after.sqlite")
+    steps = t.nvtx[t.nvtx["name"] == "step"]
+    # the capture range opens after warm-up, so only the 12 measured steps are recorded
+    assert set(steps["event_type"]) == {60} and len(steps) == 12
+
+
+@pytest.mark.parametrize("name", ["cpu_eagle_2023", "cpu_eagle_startend_2023"])
+def test_cpu_export_from_nsys_2023(name: str) -> None:
+    a = analyze(DATA / f"{name}.sqlite", load_preset("eagle"), skip=2)
+    assert a.trace.nsys_version.startswith("2023.4")
+    assert a.trace.capture_mode is CaptureMode.NO_CUDA
+    f = a.metrics.frame
+    assert len(f) == 8
+    assert f["idle_us"].isna().all() and "idle_us" in a.metrics.unavailable
+    # the program busy-waits ~200/600/300/800/150/250/500 us in its seven phases
+    assert f["cpu_us:verify.replay"].median() == pytest.approx(800, rel=0.2)
+    assert f["cpu_us:draft.prepare"].median() == pytest.approx(200, rel=0.2)
+    assert (f["cpu_step_us"] > f.filter(like="cpu_us:").sum(axis=1)).all()
