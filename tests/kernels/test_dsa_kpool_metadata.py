@@ -1,0 +1,158 @@
+"""Fused DSA metadata kernels == the ordinary torch path, exactly, on every defined part.
+
+Runs on the CPU under TRITON_INTERPRET=1 (CI) and on CUDA; shapes are kept small for the
+interpreter. Larger shapes live in test_dsa_metadata_gpu.py.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import pytest
+import torch
+
+from specscope.kernels.ops.attention import (
+    DSAGeometry,
+    ForwardMode,
+    allocate_metadata,
+    build_metadata_fused,
+    build_metadata_ordinary,
+)
+from specscope.kernels.ops.attention.dsa_kpool_metadata import launch_settings
+from specscope.kernels.ops.attention.testing import (
+    assert_metadata_equal,
+    make_forward_inputs,
+    scramble,
+)
+
+DECODE, VERIFY, DRAFT = ForwardMode.DECODE, ForwardMode.TARGET_VERIFY, ForwardMode.DRAFT_EXTEND
+CPU_GEOMETRY = DSAGeometry(
+    page_size=64, index_topk=256, index_kpool=4, page_table_width=1024, num_sms=7
+)
+
+
+def boundary_lengths(g: DSAGeometry) -> list[int]:
+    """Lengths = 0, 1, k - 1 mod k and mod P; around K; a full row; the shortest allowed."""
+    k, P, K, L = g.index_kpool, g.page_size, g.index_topk, g.page_table_width
+    out = {g.num_draft_tokens, 2 * k - 1, 2 * k, 2 * k + 1, L - 1, L}
+    out |= {P * i + d for i in (1, 2, 5) for d in (-1, 0, 1, k - 1)}
+    out |= {K - 1, K, K + 1}
+    return sorted(n for n in out if g.num_draft_tokens <= n <= g.page_table_width)
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    mode: ForwardMode
+    geometry: DSAGeometry
+    seq_lens: tuple[int, ...]
+    accept_lens: tuple[int, ...] | None = None
+    req_pool_indices: tuple[int, ...] | None = None
+
+
+def _acc_mixed(bs: int, t: int) -> tuple[int, ...]:
+    return tuple(1 + (7 * b) % t for b in range(bs))
+
+
+def _cases() -> list[Case]:
+    cases = []
+    for k in (1, 2, 4, 8):
+        g = replace(CPU_GEOMETRY, index_kpool=k)
+        lens = tuple(boundary_lengths(g))
+        acc = _acc_mixed(len(lens), g.num_draft_tokens)
+        for mode in ForwardMode:
+            cases.append(Case(f"boundaries-{mode.name}-k{k}", mode, g, lens, acc))
+    g = CPU_GEOMETRY
+    for mode in ForwardMode:
+        cases.append(Case(f"bs1-short-{mode.name}", mode, g, (6,), (1,)))
+        cases.append(Case(f"bs1-full-{mode.name}", mode, g, (1024,), (6,)))
+        gen = torch.Generator().manual_seed(64)
+        lens = tuple(torch.randint(6, 513, (64,), generator=gen).tolist())
+        g64 = replace(g, page_table_width=512, num_sms=132)
+        cases.append(Case(f"bs64-{mode.name}", mode, g64, lens, _acc_mixed(64, 6)))
+        # Reused pool rows: several requests read the same req_to_token row.
+        reuse = (2, 2, 0, 2, 5, 0)
+        cases.append(
+            Case(
+                f"reused-rows-{mode.name}",
+                mode,
+                g,
+                (700, 65, 300, 6, 1000, 64),
+                (1, 2, 3, 4, 5, 6),
+                reuse,
+            )
+        )
+    lens = (7, 64, 129, 256, 300, 1024, 6, 511)
+    for name, acc in (("all1", (1,) * 8), ("allT", (6,) * 8), ("mixed", (6, 1, 3, 6, 2, 1, 6, 5))):
+        cases.append(Case(f"acc-{name}", DRAFT, CPU_GEOMETRY, lens, acc))
+    # Top-k 2048 with rows on both sides of it; a small page size; one SM; more SMs than blocks.
+    g2k = replace(CPU_GEOMETRY, index_topk=2048, page_table_width=2560, num_sms=16)
+    for mode in ForwardMode:
+        cases.append(
+            Case(f"topk2048-{mode.name}", mode, g2k, (2047, 2048, 2049, 2053, 500), (6, 1, 2, 6, 3))
+        )
+    g16 = DSAGeometry(page_size=16, index_topk=40, index_kpool=8, page_table_width=256, num_sms=5)
+    cases.append(Case("page16-k8", VERIFY, g16, tuple(boundary_lengths(g16))))
+    cases.append(Case("one-sm", VERIFY, replace(CPU_GEOMETRY, num_sms=1), (9, 700, 64)))
+    cases.append(Case("idle-sms", DECODE, replace(CPU_GEOMETRY, num_sms=300), (1, 2, 65)))
+    return cases
+
+
+CASES = _cases()
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_fused_equals_ordinary(case: Case, triton_device: str):
+    g, mode, bs = case.geometry, case.mode, len(case.seq_lens)
+    inputs = make_forward_inputs(
+        mode,
+        g,
+        case.seq_lens,
+        accept_lens=case.accept_lens,
+        req_pool_indices=case.req_pool_indices,
+        seed=bs,
+        device=triton_device,
+    )
+    # Buffers larger than this forward: only their prefixes are defined.
+    expected = allocate_metadata(bs + 1, (bs + 1) * 6, g, triton_device)
+    actual = allocate_metadata(bs + 1, (bs + 1) * 6, g, triton_device)
+    scramble(expected, seed=1)
+    scramble(actual, seed=2)
+    build_metadata_ordinary(mode, inputs, expected)
+    build_metadata_fused(mode, inputs, actual)
+    assert_metadata_equal(actual, expected, mode, bs)
+
+
+def test_fused_rebuild_overwrites_previous_forward(triton_device: str):
+    """A second, shorter forward into the same buffers gives the same as a fresh build."""
+    g = CPU_GEOMETRY
+    out = allocate_metadata(8, 48, g, triton_device)
+    fresh = allocate_metadata(8, 48, g, triton_device)
+    first = make_forward_inputs(VERIFY, g, (1000, 900, 800, 700, 600), seed=3, device=triton_device)
+    second = make_forward_inputs(VERIFY, g, (64, 7, 129), seed=4, device=triton_device)
+    build_metadata_fused(VERIFY, first, out)
+    build_metadata_fused(VERIFY, second, out)
+    build_metadata_ordinary(VERIFY, second, fresh)
+    assert_metadata_equal(out, fresh, VERIFY, 3)
+
+
+def test_fused_writes_nothing_past_live_prefixes(triton_device: str):
+    """The kernels copy live prefixes only: the undefined tail keeps its old contents."""
+    g = CPU_GEOMETRY
+    inputs = make_forward_inputs(DECODE, g, (64, 65, 300), device=triton_device)
+    out = allocate_metadata(3, 3, g, triton_device, fill=-5)
+    build_metadata_fused(DECODE, inputs, out)
+    assert (out.page_table_1[0, 64:] == -5).all() and (out.page_table_1[1, 65:] == -5).all()
+    assert (out.real_page_table[1, 2:] == -5).all() and (out.real_page_table[2, 5:] == -5).all()
+    assert (out.page_table_1[1, :65] != -5).all()
+
+
+def test_launch_settings_are_a_function_of_shapes():
+    g = DSAGeometry(page_table_width=16384)
+    s = launch_settings(rows=192, bs=32, geometry=g)
+    assert s == launch_settings(rows=192, bs=32, geometry=g)
+    assert s.block_rows >= 192 and s.block_bs >= 33 and s.block_sms >= g.num_sms + 1
+    assert s.block_cols % g.page_size == 0
+    assert s.grid(192) == (1 + 192 * s.n_spans,)
+    # Every column of a row is covered by exactly one worker span.
+    assert s.n_spans * 2 * s.block_cols >= g.page_table_width > (s.n_spans - 1) * 2 * s.block_cols
