@@ -1,0 +1,589 @@
+"""Before/after comparison of per-step metrics: medians, spread, bootstrap CI and a verdict.
+
+Each side of a comparison is one or more *runs* (repeated captures of the same configuration).
+Their per-step values are **pooled**: a side's ``n`` is the number of steps of all its runs
+together, its p10/p50/p90 are percentiles of the pooled steps (linear interpolation, as
+:func:`specscope.analysis.summary.summarize`), and its **run-to-run spread** is
+``max - min`` of the runs' own medians (NaN with one run).
+
+**Difference and its confidence interval.** ``abs_change = p50(after) - p50(before)``;
+``rel_change_pct = 100 * abs_change / |p50(before)|`` (NaN when the before median is 0).
+The CI is a percentile bootstrap of the difference of medians: each of ``n_boot`` rounds
+resamples both sides' pooled steps with replacement and takes the difference of their medians;
+the CI is the ``(1 - confidence) / 2`` and ``(1 + confidence) / 2`` quantiles of those
+differences. The generator is seeded from ``seed`` and the metric name, so a metric's CI does
+not depend on which other metrics are compared.
+
+**Verdict** (:class:`Verdict`), decided in this order::
+
+    either side has no value            -> unavailable
+    fewer than min_steps on a side      -> inconclusive       (default 20 steps)
+    CI contains 0                       -> no change
+    |rel_change_pct| < noise_floor_pct  -> no change          (default 2 %)
+    |abs_change| <= run-to-run spread   -> no change          (either side, when it has >= 2 runs)
+    otherwise, by the metric's direction (:func:`direction`):
+      lower is better   -> improved if it went down, else regressed
+      higher is better  -> improved if it went up, else regressed
+      neutral           -> changed
+
+Inputs are runs read from nsys exports (analysed here with :func:`specscope.analysis.run.analyze`)
+or from a results database written by ``specscope analyze --db`` (:func:`read_db_run`);
+:func:`load_run` resolves the command-line reference syntax (``PATH``, ``DB``, ``DB:RUN_ID``).
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import math
+import sqlite3
+import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from specscope.analysis.loader import open_readonly
+from specscope.analysis.metrics import unit
+from specscope.analysis.spec import StepSpec
+from specscope.errors import SpecscopeError
+
+
+class IncomparableError(SpecscopeError):
+    """The two sides cannot be compared (e.g. node-mode against graph-mode captures)."""
+
+
+class Direction(str, enum.Enum):
+    """Which way a metric improves."""
+
+    LOWER = "lower"  # lower is better
+    HIGHER = "higher"  # higher is better
+    NEUTRAL = "neutral"  # a change is reported, never judged
+
+
+class Verdict(str, enum.Enum):
+    IMPROVED = "improved"
+    REGRESSED = "regressed"
+    CHANGED = "changed"  # a neutral metric changed beyond the noise
+    NO_CHANGE = "no change"
+    INCONCLUSIVE = "inconclusive"  # too few steps on a side
+    UNAVAILABLE = "unavailable"  # no value on a side (e.g. kernels in graph mode)
+
+
+# Exact names first, then prefixes; anything else is neutral.
+_DIRECTIONS = {
+    "window_us": Direction.LOWER,
+    "idle_us": Direction.LOWER,
+    "busy_us": Direction.NEUTRAL,  # GPU work moved around; judge idle and window instead
+    "occupancy_pct": Direction.HIGHER,
+    "eager_memset": Direction.LOWER,
+    "cpu_step_us": Direction.LOWER,
+    "eager_kernels": Direction.NEUTRAL,
+    "graph_kernels": Direction.NEUTRAL,
+    "graph_launches": Direction.NEUTRAL,
+}
+_PREFIX_DIRECTIONS = (
+    ("eager_memcpy", Direction.LOWER),  # counts by direction and bytes too
+    ("gap_us:", Direction.LOWER),
+    ("cpu_gap_us:", Direction.LOWER),
+    ("cpu_us:", Direction.LOWER),
+    ("kernels:", Direction.LOWER),  # the spec counts kernels it wants gone (copy kernels)
+    ("api_calls:", Direction.NEUTRAL),
+)
+
+
+def direction(metric: str) -> Direction:
+    """Which way ``metric`` improves.
+
+    Lower is better: ``idle_us``, ``window_us``, gaps (``gap_us:*``, ``cpu_gap_us:*``), eager
+    memcpys and memsets (``eager_memcpy*``, ``eager_memset``), counted kernels (``kernels:*``),
+    host time (``cpu_step_us``, ``cpu_us:*``). Higher is better: ``occupancy_pct``. Neutral
+    (changed / no change): ``busy_us``, ``eager_kernels``, ``graph_kernels``, ``graph_launches``,
+    ``api_calls:*`` and any metric not listed.
+    """
+    if metric in _DIRECTIONS:
+        return _DIRECTIONS[metric]
+    for prefix, d in _PREFIX_DIRECTIONS:
+        if metric.startswith(prefix):
+            return d
+    return Direction.NEUTRAL
+
+
+# ---------------------------------------------------------------------------- runs
+
+
+@dataclass
+class Run:
+    """One analysed capture: per-step metrics (index: step) and where they came from.
+
+    ``ops``: the GPU operations of the reported steps (``step, name, kind, dur_us``), None for a
+    run read from a results database (which keeps no operations).
+    """
+
+    source: str
+    frame: pd.DataFrame
+    capture_mode: str
+    gpu: str | None
+    nsys_version: str
+    spec: dict
+    skip: int = 0
+    unavailable: dict[str, str] = field(default_factory=dict)
+    ops: pd.DataFrame | None = None
+    batch_size: int | None = None
+    commit: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def steps(self) -> int:
+        return len(self.frame)
+
+
+def read_manifest(export: Path) -> dict:
+    """Batch size and commit of an export, from the ``manifest.json`` of its run directory.
+
+    ``specscope run`` (:mod:`specscope.profiler.manifest`) writes ``manifest.json`` beside the
+    export. It applies when its ``outputs`` list the export (or it lists no outputs). Returns
+    ``{"batch_size": int | None, "commit": str | None}``: ``batch_size`` from a top-level
+    ``batch_size`` key or the ``SPECSCOPE_BATCH_SIZE`` variable of its ``env``; ``commit`` from
+    ``git.commit`` (``-dirty`` appended when the work tree was dirty).
+    """
+    path = export.parent / "manifest.json"
+    if not path.is_file():
+        return {}
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise SpecscopeError(f"{path}: unreadable manifest ({e}); fix or remove it") from None
+    if not isinstance(data, dict):
+        return {}
+    outputs = data.get("outputs") or {}
+    if outputs and export.name not in {Path(k).name for k in outputs}:
+        return {}
+    batch = data.get("batch_size", (data.get("env") or {}).get("SPECSCOPE_BATCH_SIZE"))
+    git = data.get("git") or {}
+    commit = git.get("commit")
+    if commit and git.get("dirty"):
+        commit += "-dirty"
+    try:
+        batch = int(batch) if batch is not None else None
+    except (TypeError, ValueError):
+        batch = None
+    return {"batch_size": batch, "commit": commit}
+
+
+def run_from_export(
+    path: str | Path,
+    spec: StepSpec,
+    *,
+    skip: int = 0,
+    pid: int | None = None,
+    device: int | None = None,
+    count_kernels: tuple[str, ...] = (),
+) -> Run:
+    """Analyse an nsys export (read-only) into a :class:`Run`."""
+    from specscope.analysis.run import analyze
+
+    path = Path(path)
+    a = analyze(path, spec, skip=skip, pid=pid, device=device, count_kernels=count_kernels)
+    ops = a.steps.ops
+    ops = ops[np.isin(ops["step"].to_numpy(), a.steps.kept)]
+    ops = pd.DataFrame(
+        {
+            "step": ops["step"].to_numpy(),
+            "name": ops["name"].astype(str).to_numpy(),
+            "kind": ops["kind"].astype(str).to_numpy(),
+            "dur_us": (ops["end_ns"] - ops["start_ns"]).to_numpy() / 1e3,
+        }
+    )
+    manifest = read_manifest(path)
+    return Run(
+        source=str(path),
+        frame=a.metrics.frame,
+        capture_mode=a.trace.capture_mode.value,
+        gpu=a.gpu,
+        nsys_version=a.trace.nsys_version,
+        spec=a.steps.spec.to_dict(),
+        skip=a.steps.skipped,
+        unavailable=dict(a.metrics.unavailable),
+        ops=ops,
+        batch_size=manifest.get("batch_size"),
+        commit=manifest.get("commit"),
+        notes=list(a.metrics.notes),
+    )
+
+
+def is_results_db(path: str | Path) -> bool:
+    """Whether ``path`` is a results database of ``specscope analyze --db`` (has ``runs``)."""
+    con = open_readonly(path)
+    try:
+        names = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    except sqlite3.DatabaseError:
+        return False
+    finally:
+        con.close()
+    return {"runs", "step_metrics"} <= names
+
+
+def read_db_run(path: str | Path, run_id: int | None = None) -> Run:
+    """Run ``run_id`` (default: the latest) of a results database, as a :class:`Run`."""
+    con = open_readonly(path)
+    con.row_factory = sqlite3.Row
+    try:
+        if run_id is None:
+            row = con.execute("SELECT * FROM runs ORDER BY id DESC LIMIT 1").fetchone()
+            if row is None:
+                raise SpecscopeError(f"{path}: the results database has no runs")
+        else:
+            row = con.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
+            if row is None:
+                ids = [r[0] for r in con.execute("SELECT id FROM runs ORDER BY id")]
+                shown = ", ".join(map(str, ids[-10:])) or "none"
+                raise SpecscopeError(f"{path}: no run {run_id}; runs: {shown}")
+        long = pd.read_sql_query(
+            "SELECT step, metric, value FROM step_metrics WHERE run_id = ? ORDER BY rowid",
+            con,
+            params=(row["id"],),
+        )
+        unavailable = {}
+        tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        if "summary" in tables:
+            q = "SELECT metric FROM summary WHERE run_id = ? AND available = 0"
+            unavailable = {
+                m: "unavailable in the stored run" for (m,) in con.execute(q, (row["id"],))
+            }
+    except sqlite3.DatabaseError as e:
+        raise SpecscopeError(f"{path}: not a readable results database ({e})") from None
+    finally:
+        con.close()
+    order = list(dict.fromkeys(long["metric"]))
+    frame = long.pivot(index="step", columns="metric", values="value").reindex(columns=order)
+    frame.columns.name = None
+    keys = row.keys()
+    notes = json.loads(row["notes"]) if "notes" in keys and row["notes"] else []
+    return Run(
+        source=f"{path}:{row['id']}",
+        frame=frame.astype("float64"),
+        capture_mode=row["capture_mode"],
+        gpu=row["gpu"],
+        nsys_version=row["nsys_version"] or "unknown",
+        spec=json.loads(row["spec"]) if row["spec"] else {},
+        skip=int(row["skip"] or 0),
+        unavailable=unavailable,
+        batch_size=row["batch_size"] if "batch_size" in keys else None,
+        commit=row["commit"] if "commit" in keys else None,
+        notes=notes,
+    )
+
+
+def load_run(ref: str, spec: StepSpec, **analyze_kw) -> Run:
+    """Resolve an input reference: ``DB:RUN_ID``, ``DB`` (its latest run) or an export path.
+
+    A results database is recognised by its ``runs`` table; anything else is analysed as an
+    nsys export with ``spec`` and ``analyze_kw`` (``skip``, ``pid``, ``device``,
+    ``count_kernels``).
+    """
+    path = Path(ref)
+    if not path.exists() and ":" in ref:
+        head, _, tail = ref.rpartition(":")
+        if tail.isdigit() and Path(head).is_file():
+            if not is_results_db(head):
+                raise SpecscopeError(
+                    f"{head}: not a results database (no runs table); "
+                    "`:RUN_ID` only applies to files written by `specscope analyze --db`"
+                )
+            return read_db_run(head, int(tail))
+    if path.is_file() and is_results_db(path):
+        return read_db_run(path)
+    return run_from_export(path, spec, **analyze_kw)
+
+
+# ---------------------------------------------------------------------------- comparability
+
+
+class Level(str, enum.Enum):
+    OK = "ok"
+    WARNING = "warning"
+    ERROR = "error"
+
+
+@dataclass(frozen=True)
+class Check:
+    """One comparability check over all runs of both sides."""
+
+    name: str
+    level: Level
+    message: str
+
+
+def _nsys_major(version: str) -> str:
+    return version.split(".")[0] if version and version != "unknown" else "unknown"
+
+
+def _spec_text(spec: dict) -> str:
+    text = f"step {spec.get('step')!r}, anchors {', '.join(spec.get('anchors') or []) or 'none'}"
+    if spec.get("domain"):
+        text += f", domain {spec['domain']!r}"
+    if spec.get("count_kernels"):
+        text += f", kernels {', '.join(spec['count_kernels'])}"
+    return text
+
+
+def comparability(before: Sequence[Run], after: Sequence[Run]) -> list[Check]:
+    """Check that the runs measure the same thing the same way.
+
+    - capture mode: node against graph is an **error** (graph mode hides graph-internal kernels
+      and counts a replay as one operation, so idle and kernel counts mean different things);
+      other mismatches (no-graphs, no-cuda) are warnings;
+    - step spec (step range, anchors, domain, counted kernels), GPU model, nsys major version,
+      batch size (when a manifest records it): a mismatch is a warning.
+    """
+    runs = [*before, *after]
+    checks = []
+
+    def check(name: str, values: list, *, error_if=None) -> None:
+        known = [v for v in values if v is not None]
+        distinct = list(dict.fromkeys(map(str, known)))
+        if len(distinct) <= 1:
+            shown = distinct[0] if distinct else "not recorded"
+            checks.append(Check(name, Level.OK, f"{name}: {shown}"))
+            return
+        per_run = ", ".join(f"{r.source}: {v}" for r, v in zip(runs, values, strict=True))
+        level = Level.ERROR if error_if and error_if(set(distinct)) else Level.WARNING
+        checks.append(Check(name, level, f"{name} differs ({per_run})"))
+
+    check(
+        "capture mode",
+        [r.capture_mode for r in runs],
+        error_if=lambda modes: {"node", "graph"} <= modes,
+    )
+    check("step spec", [_spec_text(r.spec) if r.spec else None for r in runs])
+    check("GPU", [r.gpu for r in runs])
+    check("nsys major version", [_nsys_major(r.nsys_version) for r in runs])
+    check("batch size", [r.batch_size for r in runs])
+    return checks
+
+
+def require_comparable(checks: Sequence[Check]) -> None:
+    """Raise :class:`IncomparableError` if a check is an error."""
+    errors = [c for c in checks if c.level is Level.ERROR]
+    if errors:
+        raise IncomparableError(
+            "; ".join(c.message for c in errors)
+            + "; record both sides with the same --cuda-graph-trace mode"
+        )
+
+
+# ---------------------------------------------------------------------------- statistics
+
+
+def _values(frames: Sequence[pd.DataFrame], metric: str) -> list[np.ndarray]:
+    out = []
+    for f in frames:
+        v = f[metric].to_numpy(dtype="float64") if metric in f else np.zeros(0)
+        out.append(v[~np.isnan(v)])
+    return out
+
+
+def side_stats(frames: Sequence[pd.DataFrame], metric: str) -> dict:
+    """n, p10, p50, p90 of the pooled steps, run-to-run spread and the number of runs."""
+    per_run = _values(frames, metric)
+    v = np.concatenate(per_run) if per_run else np.zeros(0)
+    if len(v):
+        p10, p50, p90 = np.percentile(v, [10, 50, 90])
+    else:
+        p10 = p50 = p90 = np.nan
+    medians = [np.median(r) for r in per_run if len(r)]
+    spread = max(medians) - min(medians) if len(medians) >= 2 else np.nan
+    return {"n": len(v), "p10": p10, "p50": p50, "p90": p90, "spread": spread, "runs": len(medians)}
+
+
+def bootstrap_ci(
+    before: np.ndarray,
+    after: np.ndarray,
+    *,
+    confidence: float = 0.95,
+    n_boot: int = 2000,
+    seed: int = 0,
+) -> tuple[float, float]:
+    """Percentile-bootstrap CI of ``median(after) - median(before)`` (seeded, reproducible)."""
+    if len(before) == 0 or len(after) == 0:
+        return (math.nan, math.nan)
+    if np.ptp(before) == 0 and np.ptp(after) == 0:  # constant counts: no sampling variation
+        d = float(after[0] - before[0])
+        return (d, d)
+    rng = np.random.default_rng(seed)
+    b = np.median(before[rng.integers(0, len(before), (n_boot, len(before)))], axis=1)
+    a = np.median(after[rng.integers(0, len(after), (n_boot, len(after)))], axis=1)
+    lo, hi = np.quantile(a - b, [(1 - confidence) / 2, (1 + confidence) / 2])
+    return float(lo), float(hi)
+
+
+def verdict(
+    metric: str,
+    before: dict,
+    after: dict,
+    ci: tuple[float, float],
+    *,
+    noise_floor_pct: float = 2.0,
+    min_steps: int = 20,
+) -> Verdict:
+    """The verdict of one metric from both sides' :func:`side_stats` and the CI (module doc)."""
+    if before["n"] == 0 or after["n"] == 0:
+        return Verdict.UNAVAILABLE
+    if min(before["n"], after["n"]) < min_steps:
+        return Verdict.INCONCLUSIVE
+    diff = after["p50"] - before["p50"]
+    if ci[0] <= 0 <= ci[1]:
+        return Verdict.NO_CHANGE
+    if before["p50"] != 0 and abs(100 * diff / abs(before["p50"])) < noise_floor_pct:
+        return Verdict.NO_CHANGE
+    spreads = [s for s in (before["spread"], after["spread"]) if not math.isnan(s)]
+    if spreads and abs(diff) <= max(spreads):
+        return Verdict.NO_CHANGE
+    d = direction(metric)
+    if d is Direction.NEUTRAL:
+        return Verdict.CHANGED
+    better = diff < 0 if d is Direction.LOWER else diff > 0
+    return Verdict.IMPROVED if better else Verdict.REGRESSED
+
+
+COLUMNS = [
+    "unit", "direction",
+    "before_n", "before_p10", "before_p50", "before_p90", "before_spread", "before_runs",
+    "after_n", "after_p10", "after_p50", "after_p90", "after_spread", "after_runs",
+    "abs_change", "rel_change_pct", "ci_low", "ci_high", "verdict",
+]  # fmt: skip
+
+
+def compare_frames(
+    before: pd.DataFrame | Sequence[pd.DataFrame],
+    after: pd.DataFrame | Sequence[pd.DataFrame],
+    *,
+    noise_floor_pct: float = 2.0,
+    min_steps: int = 20,
+    confidence: float = 0.95,
+    n_boot: int = 2000,
+    seed: int = 0,
+) -> pd.DataFrame:
+    """Compare per-step metric frames (one per run, pooled per side); one row per metric.
+
+    Columns: :data:`COLUMNS` (``verdict`` holds :class:`Verdict` members). Metrics are those of
+    either side, in order of first appearance.
+    """
+    before = [before] if isinstance(before, pd.DataFrame) else list(before)
+    after = [after] if isinstance(after, pd.DataFrame) else list(after)
+    metrics = list(dict.fromkeys(c for f in [*before, *after] for c in f.columns))
+    rows = []
+    for metric in metrics:
+        b, a = side_stats(before, metric), side_stats(after, metric)
+        bv, av = np.concatenate(_values(before, metric)), np.concatenate(_values(after, metric))
+        ci = bootstrap_ci(
+            bv, av, confidence=confidence, n_boot=n_boot, seed=seed + zlib.crc32(metric.encode())
+        )
+        diff = a["p50"] - b["p50"]
+        if b["p50"] != 0:
+            rel = 100 * diff / abs(b["p50"])
+        else:
+            rel = 0.0 if a["p50"] == 0 else math.nan
+        v = verdict(metric, b, a, ci, noise_floor_pct=noise_floor_pct, min_steps=min_steps)
+        rows.append(
+            [unit(metric), direction(metric).value]
+            + [b[k] for k in ("n", "p10", "p50", "p90", "spread", "runs")]
+            + [a[k] for k in ("n", "p10", "p50", "p90", "spread", "runs")]
+            + [diff, rel, ci[0], ci[1], v]
+        )
+    return pd.DataFrame(rows, columns=COLUMNS, index=pd.Index(metrics, name="metric"))
+
+
+# ---------------------------------------------------------------------------- kernels
+
+
+class KernelChange(str, enum.Enum):
+    ADDED = "added"
+    REMOVED = "removed"
+    MORE = "more"
+    FEWER = "fewer"
+    SAME = "same"
+
+
+def kernel_diff(
+    before: Sequence[tuple[pd.DataFrame, int]], after: Sequence[tuple[pd.DataFrame, int]]
+) -> pd.DataFrame:
+    """Per operation name (kernels, memcpys, memsets, graph replays): count and time per step.
+
+    Each input is ``(ops, n_steps)``: the operations of a run's reported steps (columns
+    ``name, kind, dur_us``) and how many steps they came from; a side's runs are pooled (totals
+    divided by total steps). Columns: ``kind, before_per_step, after_per_step, before_us_per_step,
+    after_us_per_step, delta_per_step, delta_us_per_step, change`` (:class:`KernelChange`);
+    sorted by ``|delta_us_per_step|``, largest first.
+    """
+
+    def pooled(side: Sequence[tuple[pd.DataFrame, int]]) -> pd.DataFrame:
+        steps = sum(n for _, n in side)
+        ops = pd.concat([o[["name", "kind", "dur_us"]] for o, _ in side], ignore_index=True)
+        g = ops.groupby(["name", "kind"]).agg(count=("dur_us", "size"), us=("dur_us", "sum"))
+        return g / max(steps, 1)
+
+    b, a = pooled(before), pooled(after)
+    both = b.join(a, how="outer", lsuffix="_b", rsuffix="_a").fillna(0.0)
+    change = np.select(
+        [
+            (both["count_b"] == 0) & (both["count_a"] > 0),
+            (both["count_b"] > 0) & (both["count_a"] == 0),
+            both["count_a"] > both["count_b"],
+            both["count_a"] < both["count_b"],
+        ],
+        ["added", "removed", "more", "fewer"],
+        "same",
+    ).astype(object)
+    out = pd.DataFrame(
+        {
+            "before_per_step": both["count_b"],
+            "after_per_step": both["count_a"],
+            "before_us_per_step": both["us_b"],
+            "after_us_per_step": both["us_a"],
+            "delta_per_step": both["count_a"] - both["count_b"],
+            "delta_us_per_step": both["us_a"] - both["us_b"],
+            "change": [KernelChange(c) for c in change],
+        },
+        index=both.index,
+    ).reset_index(level="kind")
+    order = out["delta_us_per_step"].abs().sort_values(ascending=False, kind="stable").index
+    return out.loc[order]
+
+
+# ---------------------------------------------------------------------------- one comparison
+
+
+@dataclass
+class Comparison:
+    """Everything ``specscope compare`` reports for one before/after pair of sides."""
+
+    labels: tuple[str, str]
+    before: list[Run]
+    after: list[Run]
+    metrics: pd.DataFrame
+    checks: list[Check]
+    kernels: pd.DataFrame | None  # None when a side has no operations (results-DB runs)
+
+
+def compare_runs(
+    before: Sequence[Run],
+    after: Sequence[Run],
+    *,
+    labels: tuple[str, str] = ("Before", "After"),
+    **stats_kw,
+) -> Comparison:
+    """Check comparability (IncomparableError on a capture-mode mismatch), then compare.
+
+    ``stats_kw`` go to :func:`compare_frames` (``noise_floor_pct``, ``min_steps``, ...).
+    """
+    checks = comparability(before, after)
+    require_comparable(checks)
+    metrics = compare_frames([r.frame for r in before], [r.frame for r in after], **stats_kw)
+    kernels = None
+    if all(r.ops is not None for r in [*before, *after]):
+        kernels = kernel_diff([(r.ops, r.steps) for r in before], [(r.ops, r.steps) for r in after])
+    return Comparison(labels, list(before), list(after), metrics, checks, kernels)

@@ -1,0 +1,164 @@
+"""The PR-ready Markdown table of ``specscope compare --format markdown``; renders only.
+
+One row per metric (its display name), one column per side (the median per step) and one
+``change`` column per later side, then a provenance line::
+
+    | Metric | Before | After | change |
+    | --- | ---: | ---: | ---: |
+    | Gap: draft-extend → draft | 884 µs | 619 µs | −30.0 % |
+    ...
+
+    GPU NVIDIA H200 · nsys 2025.3.2.0 · capture mode node · commits 1a2b3c4 → 5d6e7f8 ·
+    steps counted: Before 200, After 200 · medians per step
+
+Every number comes from :class:`specscope.analysis.compare.Comparison`; nothing is computed
+here beyond formatting.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from specscope.analysis.compare import Comparison, Run
+
+# The one mapping from metric names to the names people write in PRs; others show raw.
+DISPLAY_NAMES = {
+    "gap_us:draft_extend.replay->draft.replay": "Gap: draft-extend → draft",
+    "gap_us:draft.replay->verify.replay": "Gap: draft → verify",
+    "gap_us:verify.replay->draft_extend.replay": "Gap: verify → draft-extend",
+    "idle_us": "GPU idle per step",
+    "busy_us": "GPU busy per step",
+    "window_us": "GPU time per step",
+    "occupancy_pct": "GPU occupancy",
+    "kernels:fused_metadata_copy": "fused_metadata_copy_kernel per step",
+    "eager_memcpy": "Eager memcpys per step",
+    "eager_memcpy_bytes": "Eager memcpy bytes per step",
+    "eager_memset": "Eager memsets per step",
+    "eager_kernels": "Eager kernels per step",
+    "graph_kernels": "Graph kernels per step",
+    "graph_launches": "Graph launches per step",
+    "cpu_step_us": "Host time per step",
+}
+
+# The rows of the table users paste into PRs (the default of --format markdown).
+DEFAULT_ROWS = (
+    "gap_us:draft_extend.replay->draft.replay",
+    "gap_us:draft.replay->verify.replay",
+    "idle_us",
+    "kernels:fused_metadata_copy",
+    "eager_memcpy",
+)
+_UNITS = {"us": "µs", "%": "%", "B": "B", "count": ""}
+MINUS = "\u2212"
+
+
+def display_name(metric: str) -> str:
+    """The PR name of ``metric`` (:data:`DISPLAY_NAMES`), else the metric name itself."""
+    return DISPLAY_NAMES.get(metric, metric)
+
+
+def _signed(text: str) -> str:
+    return MINUS + text[1:] if text.startswith("-") else text
+
+
+def format_value(value: float, unit: str) -> str:
+    """``884 µs``, ``60.0 µs`` (one decimal below 100), ``4``, ``42.4 %``, ``n/a`` for NaN."""
+    if value is None or math.isnan(value):
+        return "n/a"
+    if unit == "us":
+        text = f"{value:.0f}" if abs(value) >= 100 else f"{value:.1f}"
+    elif unit == "%":
+        text = f"{value:.1f}"
+    else:
+        text = f"{value:.0f}" if float(value).is_integer() else f"{value:.1f}"
+    suffix = _UNITS.get(unit, unit)
+    return _signed(text) + (f" {suffix}" if suffix else "")
+
+
+def format_change(rel_pct: float, before: float, after: float) -> str:
+    """``−30.0 %``, ``+5.0 %``, ``0.0 %``; ``new`` when the before median is 0; ``n/a``."""
+    if any(v is None or math.isnan(v) for v in (before, after)):
+        return "n/a"
+    if math.isnan(rel_pct):
+        return "new" if before == 0 else "n/a"
+    if round(rel_pct, 1) == 0:
+        return "0.0 %"
+    return _signed(f"{rel_pct:+.1f}") + " %"
+
+
+def _rows(comparisons: Sequence[Comparison], metrics: Sequence[str] | None) -> list[str]:
+    present = [m for m in comparisons[0].metrics.index]
+    for c in comparisons[1:]:
+        present += [m for m in c.metrics.index if m not in present]
+    if metrics is None:
+        return [m for m in DEFAULT_ROWS if m in present] or present
+    return list(metrics)
+
+
+def markdown_table(comparisons: Sequence[Comparison], metrics: Sequence[str] | None = None) -> str:
+    """The table: rows ``metrics`` (default :data:`DEFAULT_ROWS` present in the comparison)."""
+    first = comparisons[0]
+    header = ["Metric", first.labels[0]]
+    for c in comparisons:
+        header += [c.labels[1], "change"]
+    lines = [
+        "| " + " | ".join(header) + " |",
+        "| --- |" + " ---: |" * (len(header) - 1),
+    ]
+    for metric in _rows(comparisons, metrics):
+        cells = [display_name(metric)]
+        for i, c in enumerate(comparisons):
+            if metric not in c.metrics.index:
+                cells += (["n/a"] if i == 0 else []) + ["n/a", "n/a"]
+                continue
+            row = c.metrics.loc[metric]
+            before = row["before_p50"] if row["before_n"] else math.nan
+            after = row["after_p50"] if row["after_n"] else math.nan
+            if i == 0:
+                cells.append(format_value(before, row["unit"]))
+            cells += [
+                format_value(after, row["unit"]),
+                format_change(row["rel_change_pct"], before, after),
+            ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def _distinct(values: list) -> str | None:
+    known = list(dict.fromkeys(str(v) for v in values if v is not None))
+    return " / ".join(known) if known else None
+
+
+def provenance(comparisons: Sequence[Comparison]) -> str:
+    """GPU, nsys version, capture mode, commits (when known), steps counted per side."""
+    sides: list[tuple[str, list[Run]]] = [(comparisons[0].labels[0], comparisons[0].before)]
+    sides += [(c.labels[1], c.after) for c in comparisons]
+    runs = [r for _, side in sides for r in side]
+    parts = []
+    for label, value in (
+        ("GPU", _distinct([r.gpu for r in runs])),
+        ("nsys", _distinct([r.nsys_version for r in runs])),
+        ("capture mode", _distinct([r.capture_mode for r in runs])),
+    ):
+        parts.append(f"{label} {value or 'unknown'}")
+    commits = [_distinct([r.commit[:12] if r.commit else None for r in side]) for _, side in sides]
+    if any(commits):
+        parts.append("commits " + " → ".join(c or "unknown" for c in commits))
+    batch = _distinct([r.batch_size for r in runs])
+    if batch:
+        parts.append(f"batch size {batch}")
+    counted = []
+    for label, side in sides:
+        runs_note = f" in {len(side)} runs" if len(side) > 1 else ""
+        counted.append(f"{label} {sum(r.steps for r in side)}{runs_note}")
+    skipped = _distinct([r.skip for r in runs])
+    skip_note = f" (after {skipped} warm-up skipped)" if skipped and skipped != "0" else ""
+    parts.append("steps counted: " + ", ".join(counted) + skip_note)
+    parts.append("medians per step")
+    return " · ".join(parts)
+
+
+def render(comparisons: Sequence[Comparison], metrics: Sequence[str] | None = None) -> str:
+    """The table, a blank line, and the provenance line."""
+    return f"{markdown_table(comparisons, metrics)}\n\n{provenance(comparisons)}\n"
