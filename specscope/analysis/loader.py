@@ -37,15 +37,16 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from urllib.parse import quote
 
 import numpy as np
 import pandas as pd
 
+from specscope.analysis.sqlread import columnar_connection, int_columns, readonly_uri
 from specscope.errors import TraceError
 
 NVTX_PUSHPOP, NVTX_STARTEND, NVTX_DOMAIN_CREATE = 59, 60, 75
 KINDS = ["kernel", "memcpy", "memset", "graph"]
+COPY_KINDS = ["htod", "dtoh", "dtod", "other"]
 _CUDA_TABLES = (
     "CUPTI_ACTIVITY_KIND_RUNTIME",
     "CUPTI_ACTIVITY_KIND_KERNEL",
@@ -104,7 +105,7 @@ def open_readonly(path: str | Path) -> sqlite3.Connection:
                 f"{path}: truncated SQLite file ({path.stat().st_size} of {expected} bytes); "
                 "copy or export it again"
             )
-    con = sqlite3.connect(f"file:{quote(str(path.resolve()))}?mode=ro", uri=True)
+    con = sqlite3.connect(readonly_uri(path), uri=True)
     with _sql_errors(path):
         con.execute("SELECT count(*) FROM sqlite_master").fetchone()
     return con
@@ -238,7 +239,9 @@ class Trace:
         if not self.has("CUPTI_ACTIVITY_KIND_RUNTIME"):
             return pd.DataFrame(columns=cols)
         sql = "SELECT start, end, globalTid, correlationId, nameId FROM CUPTI_ACTIVITY_KIND_RUNTIME"
-        if names is not None:
+        if names is None:
+            ids = {i: _VERSION_SUFFIX.sub("", v) for i, v in self.strings.items()}
+        else:
             ids = self.api_name_ids(names)
             if not ids:
                 return pd.DataFrame(columns=cols)
@@ -247,72 +250,103 @@ class Trace:
         gtid = raw["gtid"].fillna(0).to_numpy(dtype="int64")
         return pd.DataFrame(
             {
-                "start_ns": raw["start_ns"].astype("int64"),
-                "end_ns": raw["end_ns"].astype("int64"),
+                "start_ns": raw["start_ns"].to_numpy(dtype="int64"),
+                "end_ns": raw["end_ns"].to_numpy(dtype="int64"),
                 "pid": (gtid >> 24) & 0xFFFFFF,
                 "tid": gtid & 0xFFFFFF,
-                "correlation_id": raw["correlation_id"].fillna(-1).astype("int64"),
-                "name": raw["name_id"]
-                .map(self.strings)
-                .str.replace(_VERSION_SUFFIX, "", regex=True),
+                "correlation_id": raw["correlation_id"].fillna(-1).to_numpy(dtype="int64"),
+                "name": raw["name_id"].map(ids).to_numpy(dtype=object),
             },
             columns=cols,
         )
 
-    # ---------------------------------------------------------------- GPU operations
+    @cached_property
+    def _columnar(self):
+        return columnar_connection(self.path)
+
+    def int_columns(self, sql: str, ncols: int) -> list[np.ndarray]:
+        """The integer columns of ``sql`` as int64 arrays (see :mod:`.sqlread`)."""
+        with _sql_errors(self.path):
+            try:
+                return int_columns(self.con, self._columnar, sql, ncols)
+            except sqlite3.DatabaseError:
+                raise
+            except Exception as e:  # ADBC reports SQLite errors with its own classes
+                raise sqlite3.DatabaseError(str(e).splitlines()[0]) from None
+
     @cached_property
     def ops(self) -> pd.DataFrame:
-        """Every GPU operation, joined to the API call that launched it (one SQL pass)."""
+        """Every GPU operation, with the start and thread of the API call that launched it."""
         parts = []
-        graph_node = {
-            t: ("graphNodeId IS NOT NULL" if "graphNodeId" in self.columns(t) else "0")
-            for t in _CUDA_TABLES[1:4]
-            if self.has(t)
-        }
-        if "CUPTI_ACTIVITY_KIND_KERNEL" in graph_node:
+        for kind, (table, names, extra) in enumerate(_OP_TABLES):
+            if not self.has(table):
+                continue
+            graph = "graphNodeId IS NOT NULL" if "graphNodeId" in self.columns(table) else "0"
+            graph = "1" if kind == KINDS.index("graph") else graph
             parts.append(
-                "SELECT 0 AS kind, start, end, deviceId, streamId, correlationId, globalPid,"
-                f" shortName AS name, demangledName AS full, "
-                f"{graph_node['CUPTI_ACTIVITY_KIND_KERNEL']} AS in_graph, 0 AS copy, 0 AS bytes"
-                " FROM CUPTI_ACTIVITY_KIND_KERNEL"
+                f"SELECT {kind}, start, end, deviceId, streamId, coalesce(correlationId, 0),"
+                f" (globalPid >> 24) & {_PID_MASK}, {names}, {graph}, {extra} FROM {table}"
             )
-        if "CUPTI_ACTIVITY_KIND_MEMCPY" in graph_node:
-            parts.append(
-                "SELECT 1, start, end, deviceId, streamId, correlationId, globalPid,"
-                " -10 - copyKind, -10 - copyKind,"
-                f" {graph_node['CUPTI_ACTIVITY_KIND_MEMCPY']}, copyKind, bytes"
-                " FROM CUPTI_ACTIVITY_KIND_MEMCPY"
-            )
-        if "CUPTI_ACTIVITY_KIND_MEMSET" in graph_node:
-            parts.append(
-                "SELECT 2, start, end, deviceId, streamId, correlationId, globalPid, -2, -2,"
-                f" {graph_node['CUPTI_ACTIVITY_KIND_MEMSET']}, 0, bytes"
-                " FROM CUPTI_ACTIVITY_KIND_MEMSET"
-            )
-        if self.has("CUPTI_ACTIVITY_KIND_GRAPH_TRACE"):
-            parts.append(
-                "SELECT 3, start, end, deviceId, streamId, correlationId, globalPid,"
-                " -1000 - graphId, -1000 - graphId, 1, 0, 0 FROM CUPTI_ACTIVITY_KIND_GRAPH_TRACE"
-            )
-        cols = [
-            "kind", "start_ns", "end_ns", "device_id", "stream_id", "correlation_id", "gpid",
-            "name_id", "full_id", "in_graph", "copy", "bytes", "api_start_ns", "api_gtid",
-        ]  # fmt: skip
         if not parts:
-            return _ops_frame(pd.DataFrame(columns=cols), self.strings)
-        union = " UNION ALL ".join(parts)
-        if self.has("CUPTI_ACTIVITY_KIND_RUNTIME"):
-            # Same correlation id, same process: globalTid lies in [globalPid, globalPid + 2^24).
-            sql = (
-                f"SELECT o.*, r.start, r.globalTid FROM ({union}) AS o"
-                " LEFT JOIN CUPTI_ACTIVITY_KIND_RUNTIME AS r ON r.correlationId = o.correlationId"
-                " AND r.globalTid >= o.globalPid AND r.globalTid < o.globalPid + 16777216"
-            )
-        else:
-            sql = f"SELECT o.*, NULL, NULL FROM ({union}) AS o"
-        return _ops_frame(self.frame(sql, cols), self.strings)
+            parts.append("SELECT " + ", ".join(["0"] * 12) + " WHERE 0")
+        (kind, start, end, device, stream, corr, pid, short, full, graph, copy, nbytes) = (
+            self.int_columns(" UNION ALL ".join(parts), 12)
+        )
+        api_start, api_tid = self._launches(pid, corr)
+        copy_kind = np.select(
+            [kind != 1, copy == 1, copy == 2, copy == 8], [None, "htod", "dtoh", "dtod"], "other"
+        )
+        return pd.DataFrame(
+            {
+                "start_ns": start,
+                "end_ns": end,
+                "device_id": device,
+                "stream_id": stream,
+                "pid": pid,
+                "correlation_id": corr,
+                "name": _categorical(short, self.strings),
+                "full_name": _categorical(full, self.strings),
+                "kind": pd.Categorical.from_codes(kind.astype("int32"), categories=KINDS),
+                "in_graph": graph.astype(bool),
+                "copy_kind": pd.Categorical(copy_kind, categories=COPY_KINDS),
+                "bytes": nbytes,
+                "api_start_ns": api_start,
+                "api_tid": api_tid,
+            }
+        )
+
+    def _launches(self, pid: np.ndarray, corr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Start (ns; NaN if none) and thread (-1) of the API call of each (pid, corr)."""
+        start = np.full(len(pid), np.nan)
+        tid = np.full(len(pid), -1, dtype=np.int64)
+        if not self.has("CUPTI_ACTIVITY_KIND_RUNTIME") or not len(pid):
+            return start, tid
+        a_start, a_gtid, a_corr = self.int_columns(
+            "SELECT start, globalTid, correlationId FROM CUPTI_ACTIVITY_KIND_RUNTIME"
+            " WHERE correlationId > 0",
+            3,
+        )
+        a_keys = (((a_gtid >> 24) & _PID_MASK) << _CORR_BITS) | a_corr
+        keys = (pid << _CORR_BITS) | corr
+        order = np.argsort(a_keys, kind="stable")
+        sorted_keys = a_keys[order]
+        i = np.clip(np.searchsorted(sorted_keys, keys), 0, max(len(order) - 1, 0))
+        hit = (corr > 0) & (sorted_keys[i] == keys) if len(order) else np.zeros(len(keys), bool)
+        start[hit] = a_start[order[i[hit]]]
+        tid[hit] = a_gtid[order[i[hit]]] & _PID_MASK
+        return start, tid
 
 
+_PID_MASK = 0xFFFFFF
+_CORR_BITS = 38  # (pid, correlation id) pairs are matched as pid << 38 | correlationId
+# Per op kind, in the order of KINDS: table, (short, full) name codes, (copyKind, bytes).
+# Name codes: kernels use StringIds; memcpy -10 - copyKind; memset -2; graph -1000 - graphId.
+_OP_TABLES = [
+    ("CUPTI_ACTIVITY_KIND_KERNEL", "shortName, demangledName", "0, 0"),
+    ("CUPTI_ACTIVITY_KIND_MEMCPY", "-10 - copyKind, -10 - copyKind", "copyKind, bytes"),
+    ("CUPTI_ACTIVITY_KIND_MEMSET", "-2, -2", "0, bytes"),
+    ("CUPTI_ACTIVITY_KIND_GRAPH_TRACE", "-1000 - graphId, -1000 - graphId", "0, 0"),
+]
 _MEMCPY_NAMES = {
     1: "Host-to-Device",
     2: "Device-to-Host",
@@ -322,55 +356,22 @@ _MEMCPY_NAMES = {
 
 
 def _op_label(i: int, strings: dict[int, str]) -> str:
-    """Name of an op from the name code of the UNION ALL in :attr:`Trace.ops`."""
+    """Name of an op from its name code (see :attr:`Trace.ops`)."""
     if i >= 0:
         return strings.get(i, f"<string {i}>")
     if i == -2:
         return "[CUDA memset]"
     if i <= -1000:
         return f"[CUDA graph {-1000 - i}]"
-    return f"[CUDA memcpy {_MEMCPY_NAMES.get(-10 - i, 'Other')}]"  # like nsys stats
+    return f"[CUDA memcpy {_MEMCPY_NAMES.get(-10 - i, 'Other')}]"  # as nsys stats names them
 
 
 def _categorical(ids: np.ndarray, strings: dict[int, str]) -> pd.Categorical:
     uniq, inverse = np.unique(ids, return_inverse=True)
     labels = [_op_label(int(i), strings) for i in uniq]
-    # Two codes can share a label (a kernel named like a memcpy): merge through the labels.
-    return (
-        pd.Categorical(np.asarray(labels, dtype=object)[inverse])
-        if len(set(labels)) < len(labels)
-        else pd.Categorical.from_codes(inverse.astype("int32"), categories=pd.Index(labels))
-    )
-
-
-def _ops_frame(raw: pd.DataFrame, strings: dict[int, str]) -> pd.DataFrame:
-    """Normalise the raw UNION ALL rows of :attr:`Trace.ops` into the documented frame."""
-
-    def col(name: str, fill: int = 0) -> np.ndarray:
-        return raw[name].fillna(fill).to_numpy(dtype="int64")
-
-    kind, copy, gpid, gtid = col("kind"), col("copy"), col("gpid"), col("api_gtid", -1)
-    copy_kind = np.select(
-        [kind != 1, copy == 1, copy == 2, copy == 8], [None, "htod", "dtoh", "dtod"], "other"
-    )
-    return pd.DataFrame(
-        {
-            "start_ns": col("start_ns"),
-            "end_ns": col("end_ns"),
-            "device_id": col("device_id"),
-            "stream_id": col("stream_id"),
-            "pid": (gpid >> 24) & 0xFFFFFF,
-            "correlation_id": col("correlation_id", -1),
-            "name": _categorical(col("name_id"), strings),
-            "full_name": _categorical(col("full_id"), strings),
-            "kind": pd.Categorical.from_codes(kind.astype("int32"), categories=KINDS),
-            "in_graph": raw["in_graph"].to_numpy(dtype=bool),
-            "copy_kind": pd.Categorical(copy_kind, categories=["htod", "dtoh", "dtod", "other"]),
-            "bytes": col("bytes"),
-            "api_start_ns": raw["api_start_ns"].to_numpy(dtype="float64", na_value=np.nan),
-            "api_tid": np.where(gtid >= 0, gtid & 0xFFFFFF, -1),
-        }
-    )
+    if len(set(labels)) < len(labels):  # two codes with one label: merge through the labels
+        return pd.Categorical(np.asarray(labels, dtype=object)[inverse])
+    return pd.Categorical.from_codes(inverse.astype("int32"), categories=pd.Index(labels))
 
 
 def load(path: str | Path) -> Trace:
