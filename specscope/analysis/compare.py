@@ -494,7 +494,11 @@ def compare_frames(
             + [a[k] for k in ("n", "p10", "p50", "p90", "spread", "runs")]
             + [diff, rel, ci[0], ci[1], v]
         )
-    return pd.DataFrame(rows, columns=COLUMNS, index=pd.Index(metrics, name="metric"))
+    index = pd.Index(metrics, name="metric")
+    out = pd.DataFrame([r[:-1] for r in rows], columns=COLUMNS[:-1], index=index)
+    # object dtype keeps the Verdict members (pandas 3 would infer plain strings)
+    out["verdict"] = pd.Series([r[-1] for r in rows], index=index, dtype=object)
+    return out
 
 
 # ---------------------------------------------------------------------------- kernels
@@ -527,7 +531,7 @@ def kernel_diff(
         return g / max(steps, 1)
 
     b, a = pooled(before), pooled(after)
-    both = b.join(a, how="outer", lsuffix="_b", rsuffix="_a").fillna(0.0)
+    both = b.add_suffix("_b").join(a.add_suffix("_a"), how="outer").fillna(0.0)
     change = np.select(
         [
             (both["count_b"] == 0) & (both["count_a"] > 0),
@@ -546,10 +550,10 @@ def kernel_diff(
             "after_us_per_step": both["us_a"],
             "delta_per_step": both["count_a"] - both["count_b"],
             "delta_us_per_step": both["us_a"] - both["us_b"],
-            "change": [KernelChange(c) for c in change],
         },
         index=both.index,
     ).reset_index(level="kind")
+    out["change"] = pd.Series([KernelChange(c) for c in change], index=out.index, dtype=object)
     order = out["delta_us_per_step"].abs().sort_values(ascending=False, kind="stable").index
     return out.loc[order]
 
