@@ -1,0 +1,191 @@
+"""The PR-ready Markdown table of ``specscope compare --format markdown``, cell by cell."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from specscope.analysis.compare import Run, compare_runs
+from specscope.cli_compare import compare_cmd
+from specscope.reports.markdown import (
+    DEFAULT_ROWS,
+    display_name,
+    format_change,
+    format_value,
+    markdown_table,
+    provenance,
+    render,
+)
+
+DATA = Path(__file__).parent / "data"
+GAP_DE = "gap_us:draft_extend.replay->draft.replay"
+GAP_DV = "gap_us:draft.replay->verify.replay"
+
+
+def cells(line: str) -> list[str]:
+    assert line.startswith("| ") and line.endswith(" |"), line
+    return [c.strip() for c in line[2:-2].split(" | ")]
+
+
+def side(source: str, commit: str | None, **medians: float) -> Run:
+    """31 steps whose median of each metric is exactly ``medians[metric]``."""
+    offsets = np.linspace(-3, 3, 31)  # symmetric: the median offset is 0
+    frame = pd.DataFrame(
+        {m: v + offsets if "_us" in m else np.full(31, v) for m, v in medians.items()}
+    )
+    return Run(
+        source=source,
+        frame=frame,
+        capture_mode="node",
+        gpu="NVIDIA H200",
+        nsys_version="2025.3.2.0",
+        spec={"step": "step"},
+        skip=2,
+        commit=commit,
+    )
+
+
+COPIES = "kernels:fused_metadata_copy"
+SEED_BEFORE = {GAP_DE: 884.0, GAP_DV: 80.0, "idle_us": 400.0, COPIES: 4.0, "eager_memcpy": 19.0,
+               "busy_us": 150.0}  # fmt: skip
+SEED_AFTER = {GAP_DE: 619.0, GAP_DV: 48.0, "idle_us": 280.0, COPIES: 0.0, "eager_memcpy": 7.0,
+              "busy_us": 150.0}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def seed_case():
+    before = side("before.sqlite", "1a2b3c4d5e6f7a8b", **SEED_BEFORE)
+    after = side("after.sqlite", "5d6e7f8a9b0c1d2e", **SEED_AFTER)
+    return compare_runs([before], [after])
+
+
+def test_seed_case_cell_by_cell(seed_case) -> None:
+    lines = markdown_table([seed_case]).splitlines()
+    assert [cells(x) for x in lines] == [
+        ["Metric", "Before", "After", "change"],
+        ["---", "---:", "---:", "---:"],
+        ["Gap: draft-extend → draft", "884 µs", "619 µs", "−30.0 %"],
+        ["Gap: draft → verify", "80.0 µs", "48.0 µs", "−40.0 %"],
+        ["GPU idle per step", "400 µs", "280 µs", "−30.0 %"],
+        ["fused_metadata_copy_kernel per step", "4", "0", "−100.0 %"],
+        ["Eager memcpys per step", "19", "7", "−63.2 %"],
+    ]
+
+
+def test_provenance_line(seed_case) -> None:
+    assert provenance([seed_case]) == (
+        "GPU NVIDIA H200 · nsys 2025.3.2.0 · capture mode node · "
+        "commits 1a2b3c4d5e6f → 5d6e7f8a9b0c · "
+        "steps counted: Before 31, After 31 (after 2 warm-up skipped) · medians per step"
+    )
+    text = render([seed_case])
+    table, prov = text.split("\n\n")
+    assert table == markdown_table([seed_case]) and prov == provenance([seed_case]) + "\n"
+
+
+def test_chosen_rows_labels_and_fallback_names() -> None:
+    before = side("b", None, **SEED_BEFORE)
+    after = side("a", None, **SEED_AFTER)
+    c = compare_runs([before], [after], labels=("main", "PR 42"))
+    lines = markdown_table([c], ["busy_us", "api_calls:cudaGraphLaunch", "idle_us"]).splitlines()
+    assert cells(lines[0]) == ["Metric", "main", "PR 42", "change"]
+    assert cells(lines[2]) == ["GPU busy per step", "150 µs", "150 µs", "0.0 %"]
+    assert cells(lines[3]) == ["api_calls:cudaGraphLaunch", "n/a", "n/a", "n/a"]  # not measured
+    assert cells(lines[4])[0] == "GPU idle per step"
+    assert "commits" not in provenance([c])  # unknown commits are left out
+
+
+def test_several_after_sides() -> None:
+    before = side("b", "aaa", **SEED_BEFORE)
+    a1 = side("a1", "bbb", **SEED_AFTER)
+    a2 = side("a2", None, **{**SEED_AFTER, "idle_us": 440.0})
+    comps = [
+        compare_runs([before], [a1], labels=("Before", "After 1")),
+        compare_runs([before], [a2], labels=("Before", "After 2")),
+    ]
+    lines = markdown_table(comps, ["idle_us"]).splitlines()
+    assert cells(lines[0]) == ["Metric", "Before", "After 1", "change", "After 2", "change"]
+    assert cells(lines[1]) == ["---"] + ["---:"] * 5
+    assert cells(lines[2]) == [
+        "GPU idle per step",
+        "400 µs",
+        "280 µs",
+        "−30.0 %",
+        "440 µs",
+        "+10.0 %",
+    ]
+    assert "commits aaa → bbb → unknown" in provenance(comps)
+
+
+@pytest.mark.parametrize(
+    "value, unit, text",
+    [
+        (884.4, "us", "884 µs"),
+        (99.95, "us", "100.0 µs"),
+        (24.24, "us", "24.2 µs"),
+        (-3.25, "us", "−3.2 µs"),
+        (4.0, "count", "4"),
+        (2.5, "count", "2.5"),
+        (42.37, "%", "42.4 %"),
+        (147457.0, "B", "147457 B"),
+        (float("nan"), "us", "n/a"),
+    ],
+)
+def test_format_value(value: float, unit: str, text: str) -> None:
+    assert format_value(value, unit) == text
+
+
+@pytest.mark.parametrize(
+    "rel, before, after, text",
+    [
+        (-29.977, 884, 619, "−30.0 %"),
+        (5.04, 100, 105.04, "+5.0 %"),
+        (0.01, 100, 100.01, "0.0 %"),
+        (float("nan"), 0, 3, "new"),
+        (0.0, 0, 0, "0.0 %"),
+        (float("nan"), float("nan"), 3, "n/a"),
+    ],
+)
+def test_format_change(rel: float, before: float, after: float, text: str) -> None:
+    assert format_change(rel, before, after) == text
+
+
+def test_display_names() -> None:
+    assert [display_name(m) for m in DEFAULT_ROWS] == [
+        "Gap: draft-extend → draft",
+        "Gap: draft → verify",
+        "GPU idle per step",
+        "fused_metadata_copy_kernel per step",
+        "Eager memcpys per step",
+    ]
+    assert display_name("cpu_us:accept") == "cpu_us:accept"
+
+
+def test_cli_markdown_on_real_exports() -> None:
+    before, after = DATA / "eagle_node_before.sqlite", DATA / "eagle_node_after.sqlite"
+    r = CliRunner().invoke(
+        compare_cmd, [str(before), str(after), "--skip", "1", "--format", "markdown"]
+    )
+    assert r.exit_code == 0, r.output
+    table, prov = r.stdout.split("\n\n")
+    assert [cells(x) for x in table.splitlines()[2:]] == [
+        ["Gap: draft-extend → draft", "208 µs", "60.0 µs", "−71.2 %"],
+        ["Gap: draft → verify", "77.8 µs", "24.2 µs", "−68.9 %"],
+        ["GPU idle per step", "440 µs", "201 µs", "−54.3 %"],
+        ["fused_metadata_copy_kernel per step", "4", "0", "−100.0 %"],
+        ["Eager memcpys per step", "19", "7", "−63.2 %"],
+    ]
+    assert prov.strip() == (
+        "GPU NVIDIA H200 · nsys 2025.3.2.0 · capture mode node · steps counted: Before 11, "
+        "After 11 (after 1 warm-up skipped) · medians per step"
+    )
+    assert "warning:" in r.stderr  # inconclusive note goes to stderr, not into the table
+    r = CliRunner().invoke(
+        compare_cmd,
+        [str(before), str(after), "--skip", "1", "--format", "markdown", "--metrics", "nope"],
+    )
+    assert r.exit_code == 2 and "unknown metric(s) nope" in r.stderr
