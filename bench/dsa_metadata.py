@@ -14,6 +14,7 @@ then measures three things per builder, each after warm-up and compilation:
     graph_us   time per build when `--graph-reps` builds are captured in one CUDA graph and
                replayed: GPU time without CPU launch gaps (median of `--graph-iters` replays)
     kernel_us  sum of the profiler's device durations per build: pure GPU busy time
+    host_us    CPU time to issue one build (median of 50, no sync inside): launch overhead
 
 `empty` rows time an empty Triton kernel the same way: the floor of one launch. The fused copy
 (one source to two sibling sets) is measured against per-field `copy_` calls as `copy` rows.
@@ -29,6 +30,7 @@ import os
 import statistics
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -115,6 +117,19 @@ def graph_time_us(fn: Callable[[], None], reps: int, iters: int) -> float:
     return statistics.median(times)
 
 
+def host_time_us(fn: Callable[[], None], iters: int = 50) -> float:
+    """Median CPU time to issue one call (no sync inside the window): the launch overhead."""
+    fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(iters):
+        t0 = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t0) * 1e6)
+    torch.cuda.synchronize()
+    return statistics.median(times)
+
+
 def measure(fn: Callable[[], None], args: argparse.Namespace) -> dict:
     p20, p50, p80 = do_bench(fn, warmup=25, rep=args.rep_ms, quantiles=[0.2, 0.5, 0.8])
     try:
@@ -129,6 +144,7 @@ def measure(fn: Callable[[], None], args: argparse.Namespace) -> dict:
         "eager_p80_us": p80 * 1000,
         "graph_us": graph_time_us(fn, args.graph_reps, args.graph_iters),
         "kernel_us": kernel_us,
+        "host_us": host_time_us(fn),
         "launch_names": ";".join(names),
     }
 
@@ -205,7 +221,7 @@ def main() -> None:
         print(
             f"{op:8} {mode:14} bs={bs:4} {builder:9} launches={m['launches']:5.1f} "
             f"eager={m['eager_us']:8.2f}us graph={m['graph_us']:8.2f}us "
-            f"kernel={m['kernel_us']:8.2f}us",
+            f"kernel={m['kernel_us']:8.2f}us host={m['host_us']:8.2f}us",
             flush=True,
         )
 

@@ -111,8 +111,9 @@ def _dsa_draft_extend_metadata_kernel(
         w = pid - 1
         row = w // N_SPANS
         b = row // T
-        acc = tl.load(accept_lens_ptr + b)
-        live = tl.load(seq_lens_ptr + b) - acc + tl.minimum(row % T, acc - 1) + 1
+        # Names differ from the meta branch's: Triton merges names set in both branches.
+        acc_b = tl.load(accept_lens_ptr + b)
+        live = tl.load(seq_lens_ptr + b) - acc_b + tl.minimum(row % T, acc_b - 1) + 1
         req = tl.load(req_pool_indices_ptr + b)
         _copy_live_prefix(
             req_to_token_ptr + req * stride_r2t,

@@ -242,11 +242,13 @@ def _copy_live_prefix(
     page_table_1 row, and the page ids (slot // P) of its page-starting columns."""
     start = span * (STEPS * BLOCK_COLS)
     end = tl.minimum(live, start + STEPS * BLOCK_COLS)
-    for c in range(start, end, BLOCK_COLS):
-        cols = c + tl.arange(0, BLOCK_COLS)
-        m = cols < end
-        tl.store(dst_row_ptr + cols, tl.load(src_row_ptr + cols, mask=m), mask=m)
-        pages = c // PAGE_SIZE + tl.arange(0, BLOCK_COLS // PAGE_SIZE)
-        pm = pages * PAGE_SIZE < end
-        first_slots = tl.load(src_row_ptr + pages * PAGE_SIZE, mask=pm)
-        tl.store(dst_page_row_ptr + pages, first_slots // PAGE_SIZE, mask=pm)
+    if start < end:
+        for i in tl.static_range(STEPS):  # unrolled, so every step's loads issue together
+            c = start + i * BLOCK_COLS
+            cols = c + tl.arange(0, BLOCK_COLS)
+            m = cols < end
+            tl.store(dst_row_ptr + cols, tl.load(src_row_ptr + cols, mask=m), mask=m)
+            pages = c // PAGE_SIZE + tl.arange(0, BLOCK_COLS // PAGE_SIZE)
+            pm = pages * PAGE_SIZE < end
+            first_slots = tl.load(src_row_ptr + pages * PAGE_SIZE, mask=pm)
+            tl.store(dst_page_row_ptr + pages, first_slots // PAGE_SIZE, mask=pm)
