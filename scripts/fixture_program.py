@@ -16,6 +16,9 @@ and graph capture, so only the measured steps are recorded.
 from __future__ import annotations
 
 import argparse
+import json
+import statistics
+import time
 
 import nvtx
 import torch
@@ -85,6 +88,12 @@ def main() -> None:
     p.add_argument("--eager-copies", type=int, default=6, help="eager H2D+D2D copies per prepare")
     p.add_argument("--width", type=int, default=512)
     p.add_argument("--step-style", choices=["push", "startend"], default="push")
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="time each measured step (perf_counter, synchronize after each step) and print "
+        "one line `FIXTURE_JSON {...}` with p50/p10/p90/mean step µs and the loop's wall µs",
+    )
     a = p.parse_args()
 
     torch.manual_seed(0)
@@ -136,11 +145,29 @@ def main() -> None:
         step(k)
     torch.cuda.synchronize()
     torch.cuda.profiler.start()
+    step_us = []
+    t_loop = time.perf_counter()
     for k in range(a.steps):
+        t0 = time.perf_counter()
         step(k)
+        if a.json:
+            torch.cuda.synchronize()
+            step_us.append((time.perf_counter() - t0) * 1e6)
     torch.cuda.synchronize()
+    loop_us = (time.perf_counter() - t_loop) * 1e6
     torch.cuda.profiler.stop()
     print(f"ran {a.steps} steps after {a.warmup} warm-up steps")
+    if a.json:
+        q = statistics.quantiles(step_us, n=10) if len(step_us) > 1 else step_us * 9
+        summary = {
+            "steps": a.steps,
+            "step_us_p50": statistics.median(step_us),
+            "step_us_p10": q[0],
+            "step_us_p90": q[-1],
+            "step_us_mean": statistics.fmean(step_us),
+            "loop_us": loop_us,
+        }
+        print("FIXTURE_JSON " + json.dumps(summary), flush=True)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,173 @@
+"""``specscope profile`` and ``specscope doctor``: thin click commands over specscope.profiler.
+
+Both turn a :class:`~specscope.errors.SpecscopeError` into one ``Error:`` line and its exit code
+themselves, so they behave the same standalone (``CliRunner``) and on the main group.
+"""
+
+from __future__ import annotations
+
+import codecs
+import functools
+import json
+from pathlib import Path
+
+import click
+
+from specscope.errors import SpecscopeError
+from specscope.profiler.flags import CAPTURE_RANGES, GRAPH_TRACE_MODES, ProfileFlags, parse_trace
+
+
+def _one_line_errors(f):
+    @functools.wraps(f)
+    def wrapper(*args, **kwargs):
+        try:
+            return f(*args, **kwargs)
+        except SpecscopeError as e:
+            err = click.ClickException(str(e))
+            err.exit_code = e.exit_code
+            raise err from None
+
+    return wrapper
+
+
+def _warn(message: str) -> None:
+    click.echo(f"warning: {message}", err=True)
+
+
+def _echoer():
+    """Echo nsys' and the command's output as it comes (multi-byte characters kept whole)."""
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+
+    def echo(chunk: bytes) -> None:
+        click.echo(decoder.decode(chunk), nl=False)
+
+    return echo
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--label", default=None, help="Name of the run (default: the program's name).")
+@click.option(
+    "--out",
+    "out",
+    type=click.Path(path_type=Path),
+    default=Path("runs"),
+    show_default=True,
+    help="Folder that receives the run folder <time>-<label>/.",
+)
+@click.option(
+    "--nsys",
+    "nsys_path",
+    default=None,
+    metavar="PATH",
+    help="nsys to use (default: $SPECSCOPE_NSYS, PATH, the usual install folders).",
+)
+@click.option(
+    "--trace",
+    default="cuda,nvtx",
+    show_default=True,
+    help="nsys -t value; cuda is dropped on a machine without a GPU.",
+)
+@click.option(
+    "--graph-trace",
+    type=click.Choice(GRAPH_TRACE_MODES),
+    default="node",
+    show_default=True,
+    help="--cuda-graph-trace mode.",
+)
+@click.option(
+    "--capture-range",
+    type=click.Choice(CAPTURE_RANGES),
+    default="cudaProfilerApi",
+    show_default=True,
+    help="Record only between cudaProfilerStart/Stop, or all.",
+)
+@click.option(
+    "--analyze",
+    "preset",
+    default=None,
+    metavar="PRESET",
+    help="Analyse the export with this step preset (e.g. eagle) and store the results.",
+)
+@click.option(
+    "--db",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Results database for --analyze (default: RUN/results.sqlite).",
+)
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+@_one_line_errors
+def profile(
+    label: str | None,
+    out: Path,
+    nsys_path: str | None,
+    trace: str,
+    graph_trace: str,
+    capture_range: str,
+    preset: str | None,
+    db: Path | None,
+    command: tuple[str, ...],
+) -> None:
+    """Run COMMAND under nsys profile, export SQLite and write a manifest into a new run folder.
+
+    Standard flags: -t cuda,nvtx -s none --cpuctxsw=none --cuda-graph-trace=node
+    --capture-range=cudaProfilerApi --capture-range-end=stop. A command that fails keeps its
+    exit status; Ctrl-C leaves a usable folder.
+
+    Example: specscope profile --label base --analyze eagle -- python3 loop.py --steps 30
+    """
+    from specscope.profiler.profile import profile as run_profile
+
+    flags = ProfileFlags(
+        trace=parse_trace(trace), graph_trace=graph_trace, capture_range=capture_range
+    )
+    result = run_profile(
+        list(command),
+        label=label,
+        out=out,
+        nsys_path=nsys_path,
+        flags=flags,
+        analyze_preset=preset,
+        db=db,
+        echo=_echoer(),
+        warn=_warn,
+    )
+    m = result.manifest
+    t = m["timings_s"]
+    click.echo(
+        f"run folder {result.run_dir}  (mode {m['mode']}, nsys {m['nsys']['version']}, "
+        f"record {t.get('record')} s, import {t.get('import')} s, export {t.get('export')} s)",
+        err=True,
+    )
+    if result.export is not None:
+        click.echo(str(result.export))
+    if "analysis" in m:
+        a = m["analysis"]
+        analysis = json.loads((result.run_dir / a["json"]).read_text())
+        click.echo(
+            f"analysed {a['steps']} steps with preset {a['preset']}; run {a['run_id']} "
+            f"in {a['db']}",
+            err=True,
+        )
+        for metric, row in analysis["summary"].items():
+            if row.get("p50") is not None:
+                click.echo(f"  {metric:<36} p50 {row['p50']:>12.1f} {row['unit']}", err=True)
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--nsys", "nsys_path", default=None, metavar="PATH", help="nsys to check.")
+@click.option("--no-probe", is_flag=True, help="Skip the tiny profile-and-export check.")
+@_one_line_errors
+def doctor(nsys_path: str | None, no_probe: bool) -> None:
+    """Check nsys, its importer, a real NVTX profile+export, the GPU and package versions.
+
+    Prints one line per check with the fix for each failing one; exits 1 if any check failed.
+
+    Example: specscope doctor --nsys /opt/nvidia/nsight-systems/2025.3.1/bin/nsys
+    """
+    from specscope.profiler.doctor import FAIL, run_checks
+
+    checks = run_checks(nsys_path, probe=not no_probe)
+    for check in checks:
+        click.echo(check.line())
+    if any(c.status == FAIL for c in checks):
+        raise click.exceptions.Exit(1)

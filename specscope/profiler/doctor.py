@@ -1,0 +1,198 @@
+"""``specscope doctor``: can this machine record and export what specscope analyses?
+
+One :class:`Check` per line, each with the fix when it fails:
+
+- ``nsys``      found (path, version, how it was found) — or where we looked;
+- ``sqlite``    this nsys offers ``nsys export --type sqlite``;
+- ``importer``  its ``QdstrmImporter`` loads (``ldd``: missing libraries named);
+- ``nvtx``      the old-nsys + ``nvtx>=0.2.12`` trap (no ranges recorded);
+- ``export``    a tiny NVTX-only profile of a Python one-liner, exported and read back: its ranges
+  really are in the export;
+- ``gpu``       GPU names and driver (none: ``specscope profile`` drops ``cuda`` from ``-t``);
+- ``packages``  torch, triton, nvtx versions;
+- ``mode``      the CUDA-graph trace mode ``specscope profile`` will record with by default.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from specscope.profiler import compat, discover, manifest
+from specscope.profiler.errors import ProfilerError
+from specscope.profiler.flags import ProfileFlags, nsys_export_args, nsys_profile_args
+
+OK, WARN, FAIL, SKIP = "ok", "warn", "FAIL", "skip"
+# The one-liner of the export check: 3 ranges in our domain around a short sleep.
+_PROBE = (
+    "import time, nvtx\n"
+    "for i in range(3):\n"
+    "    nvtx.push_range('doctor.probe', domain='specscope'); time.sleep(0.002)\n"
+    "    nvtx.pop_range(domain='specscope')\n"
+)
+PROBE_RANGES = 3
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    status: str  # ok | warn | FAIL | skip
+    detail: str
+    fix: str = ""
+
+    def line(self) -> str:
+        fix = f"  fix: {self.fix}" if self.fix else ""
+        return f"{self.status:<4}  {self.name:<9} {self.detail}{fix}"
+
+
+def export_probe(
+    nsys: discover.Nsys, python: str = sys.executable, workdir: Path | None = None
+) -> Check:
+    """Profile the NVTX one-liner with ``nsys``, export it, and count its ranges."""
+    from specscope.profiler.profile import check_export, diagnose_qdstrm, run_logged
+
+    with tempfile.TemporaryDirectory(prefix="specscope-doctor-", dir=workdir) as d:
+        tmp = Path(d)
+        flags = ProfileFlags(trace=("nvtx",), capture_range="none")
+        args = [str(nsys.path), *nsys_profile_args(flags, tmp / "probe"), python, "-c", _PROBE]
+        env = {**os.environ, "TMPDIR": str(tmp)}
+        rc, _, _ = run_logged(args, tmp / "probe.log", env, None)
+        log = (tmp / "probe.log").read_text(errors="replace").strip().splitlines()
+        last = log[-1] if log else ""
+        report = tmp / "probe.nsys-rep"
+        if not report.exists():
+            qdstrms = sorted(tmp.rglob("*.qdstrm"))
+            if qdstrms:
+                return Check("export", FAIL, "no report", diagnose_qdstrm(nsys, qdstrms[0]))
+            return Check(
+                "export",
+                FAIL,
+                f"nsys profile wrote no report (status {rc}): {last}",
+                "run `nsys profile -t nvtx python -c pass` by hand to see why",
+            )
+        rc, _, _ = run_logged(
+            [str(nsys.path), *nsys_export_args(report, tmp / "probe.sqlite")],
+            tmp / "export.log",
+            os.environ,
+            None,
+        )
+        if rc != 0 or not (tmp / "probe.sqlite").exists():
+            return Check(
+                "export",
+                FAIL,
+                f"nsys export failed (status {rc})",
+                "run `nsys export --type sqlite REPORT` by hand to see why",
+            )
+        found = check_export(tmp / "probe.sqlite").nvtx_ranges
+    if found < PROBE_RANGES:
+        return Check(
+            "export",
+            FAIL,
+            f"exported, but {found} of {PROBE_RANGES} NVTX ranges in it",
+            "pip install 'nvtx==0.2.11' for nsys 2023.x, or a newer nsys",
+        )
+    return Check("export", OK, f"profiled, exported and read back {found} NVTX ranges")
+
+
+def run_checks(
+    nsys_path: str | Path | None = None, probe: bool = True, python: str = sys.executable
+) -> list[Check]:
+    """All checks, in order; later ones that need nsys are skipped when it is missing."""
+    checks: list[Check] = []
+    packages = compat.package_versions(["torch", "triton", "nvtx"], python)
+    gpus = manifest.gpus()
+    try:
+        nsys = discover.find_nsys(nsys_path)
+    except ProfilerError as e:
+        nsys = None
+        checks.append(Check("nsys", FAIL, str(e).split("; ")[0], discover.INSTALL_HINT))
+    if nsys is not None:
+        checks.append(
+            Check(
+                "nsys", OK, f"{nsys.path} (version {nsys.version or '?'}, found by {nsys.found_by})"
+            )
+        )
+        try:
+            discover.check_exports_sqlite(nsys)
+            checks.append(Check("sqlite", OK, "nsys export --type sqlite is available"))
+        except ProfilerError as e:
+            checks.append(Check("sqlite", FAIL, str(e).split("; ")[0], discover.INSTALL_HINT))
+        importer = discover.find_importer(nsys)
+        if importer is None:
+            checks.append(
+                Check(
+                    "importer",
+                    WARN,
+                    f"no QdstrmImporter found near {nsys.path}",
+                    "reinstall nsys if reports are not generated",
+                )
+            )
+        else:
+            missing = discover.missing_libraries(importer)
+            if missing is None:
+                checks.append(Check("importer", SKIP, f"{importer} (ldd not available)"))
+            elif missing:
+                checks.append(
+                    Check(
+                        "importer",
+                        FAIL,
+                        f"{importer} cannot load {', '.join(missing)}",
+                        discover.missing_libraries_fix(missing),
+                    )
+                )
+            else:
+                checks.append(Check("importer", OK, f"{importer} loads"))
+        warning = compat.nvtx_warning(nsys, packages.get("nvtx"))
+        if warning:
+            checks.append(
+                Check("nvtx", WARN, warning.split("; fix: ")[0], warning.split("; fix: ")[-1])
+            )
+        else:
+            checks.append(
+                Check(
+                    "nvtx",
+                    OK,
+                    f"nvtx {packages.get('nvtx') or 'not installed'} "
+                    f"with nsys {nsys.version or '?'}",
+                )
+            )
+        if not probe:
+            checks.append(Check("export", SKIP, "not run (--no-probe)"))
+        elif packages.get("nvtx") is None:
+            checks.append(
+                Check(
+                    "export",
+                    SKIP,
+                    f"the nvtx package is not installed in {python}",
+                    "pip install nvtx",
+                )
+            )
+        else:
+            checks.append(export_probe(nsys, python))
+    if gpus:
+        names = "; ".join(f"{g.name} (driver {g.driver})" for g in gpus)
+        checks.append(Check("gpu", OK, f"{len(gpus)} GPU(s): {names}"))
+    else:
+        checks.append(
+            Check(
+                "gpu",
+                OK,
+                "none found (nvidia-smi): `specscope profile` traces nvtx only, cuda dropped",
+            )
+        )
+    checks.append(Check("packages", OK, ", ".join(f"{k} {v or '-'}" for k, v in packages.items())))
+    flags, _ = ProfileFlags().for_machine(bool(gpus))
+    checks.append(
+        Check(
+            "mode",
+            OK,
+            f"profile records with -t {','.join(flags.trace)}, "
+            f"CUDA graph trace mode {flags.mode}, capture range "
+            f"{flags.capture_range} (override: --graph-trace, --trace, "
+            "--capture-range)",
+        )
+    )
+    return checks

@@ -1,0 +1,135 @@
+"""``manifest.json``: what was run, where, with which nsys, and what came out.
+
+Keys: ``command``, ``cwd``, ``label``, ``env`` (``SPECSCOPE_*`` and ``SGLANG_*`` variables),
+``git`` (``commit``, ``dirty``; null outside a work tree), ``nsys`` (``path``, ``version``,
+``found_by``, ``args``), ``flags`` (``trace``, ``graph_trace``, ``capture_range``), ``mode``
+(node|graph|no-cuda), ``notes``, ``gpus`` (``name``, ``driver`` per GPU; empty without one),
+``host`` (``hostname``, ``platform``, ``python``), ``packages`` (torch/triton/nvtx versions),
+``started_at``/``ended_at`` (UTC ISO), ``status`` (running|ok|failed|interrupted|no-report|
+qdstrm-unimported|export-failed), ``exit_status``, ``timings_s`` (``record``, ``import``,
+``export``, ``total``), ``outputs`` (``{relative path: {"bytes", "sha256"}}``).
+
+It is written when the run starts (status ``running``) and rewritten at the end, so a run killed
+outright still leaves one.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import os
+import platform
+import shutil
+import socket
+import subprocess
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+MANIFEST = "manifest.json"
+ENV_PREFIXES = ("SPECSCOPE_", "SGLANG_")
+
+
+@dataclass(frozen=True)
+class Gpu:
+    name: str
+    driver: str
+
+
+def utc_now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds")
+
+
+def env_flags(env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The ``SPECSCOPE_*`` and ``SGLANG_*`` variables, sorted."""
+    env = os.environ if env is None else env
+    return {k: env[k] for k in sorted(env) if k.startswith(ENV_PREFIXES)}
+
+
+def git_state(cwd: Path | None = None) -> dict[str, object] | None:
+    """``{"commit", "dirty"}`` of the work tree around ``cwd``; None outside one (or no git)."""
+    git = shutil.which("git")
+    if git is None:
+        return None
+
+    def run(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([git, *args], cwd=cwd, capture_output=True, text=True, timeout=60)
+
+    try:
+        head = run("rev-parse", "HEAD")
+        if head.returncode != 0:
+            return None
+        status = run("status", "--porcelain", "--untracked-files=no")
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return {"commit": head.stdout.strip(), "dirty": bool(status.stdout.strip())}
+
+
+def gpus(env: Mapping[str, str] | None = None) -> list[Gpu]:
+    """The GPUs ``nvidia-smi`` lists (name, driver); empty without nvidia-smi or a GPU."""
+    env = os.environ if env is None else env
+    smi = shutil.which("nvidia-smi", path=env.get("PATH", ""))
+    if smi is None:
+        return []
+    try:
+        out = subprocess.run(
+            [smi, "--query-gpu=name,driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    if out.returncode != 0:
+        return []
+    found = []
+    for line in out.stdout.splitlines():
+        name, _, driver = line.rpartition(",")
+        if name.strip():
+            found.append(Gpu(name.strip(), driver.strip()))
+    return found
+
+
+def host_info() -> dict[str, str]:
+    return {
+        "hostname": socket.gethostname(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+    }
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def output_hashes(run_dir: Path) -> dict[str, dict[str, object]]:
+    """``{relative path: {"bytes", "sha256"}}`` of every file under ``run_dir`` but the manifest."""
+    result = {}
+    for p in sorted(run_dir.rglob("*")):
+        if p.is_file() and not p.is_symlink() and p.name != MANIFEST:
+            try:
+                result[str(p.relative_to(run_dir))] = {
+                    "bytes": p.stat().st_size,
+                    "sha256": sha256_file(p),
+                }
+            except OSError:  # a file that vanished or cannot be read: list it without a hash
+                result[str(p.relative_to(run_dir))] = {"bytes": None, "sha256": None}
+    return result
+
+
+def write_manifest(run_dir: Path, data: Mapping[str, object]) -> Path:
+    """Write ``data`` as ``run_dir/manifest.json`` atomically (write, then rename)."""
+    path = run_dir / MANIFEST
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(data, indent=1, default=str) + "\n")
+    os.replace(tmp, path)
+    return path
+
+
+def read_manifest(run_dir: Path) -> dict:
+    return json.loads((run_dir / MANIFEST).read_text())
