@@ -24,11 +24,6 @@ import pandas as pd
 
 from specscope.errors import SpecscopeError
 
-REF_HELP = (
-    "Inputs: an nsys export (analysed on the fly), a results database of `specscope analyze "
-    "--db` (its latest run) or DB:RUN_ID (one run of it)."
-)
-
 
 def _one_line_errors(f):
     """Turn SpecscopeError into click's one-line ``Error:`` with the error's exit code."""
