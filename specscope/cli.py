@@ -13,7 +13,7 @@ from pathlib import Path
 import click
 import pandas as pd
 
-from specscope.errors import SpecscopeError
+from specscope.errors import SpecError, SpecscopeError
 
 
 class _Group(click.Group):
@@ -105,6 +105,11 @@ def analyze(
     result = run_analysis(
         trace, spec, skip=skip, pid=pid, device=device, count_kernels=count_kernels
     )
+    if median_by not in result.metrics.frame:
+        raise SpecError(
+            f"--median-by {median_by!r} is not a metric of this run; pick one of the "
+            "per-step metrics (`--format csv` shows their names)"
+        )
     for note in result.metrics.notes:
         _warn(note)
     reasons: dict[str, list[str]] = {}
@@ -139,8 +144,6 @@ def analyze(
         for name, frame in capture_totals(t).items():
             click.echo(f"\n{name} (whole capture)\n{_fmt(frame)}")
     if timeline:
-        if median_by not in result.metrics.frame:
-            raise click.UsageError(f"--median-by {median_by!r} is not a metric of this run")
         if result.metrics.window_start_ns is None:
             _warn("no kernel timeline: the steps have no GPU work")
             return
@@ -178,6 +181,17 @@ def ranges(trace: Path, fmt: str) -> None:
         click.echo(table.to_csv(index=False), nl=False)
     else:
         click.echo(_fmt(table.set_index("name")))
+
+
+def _register() -> None:
+    """Commands that live in their own modules."""
+    from specscope.cli_compare import check_cmd, compare_cmd
+
+    cli.add_command(compare_cmd)
+    cli.add_command(check_cmd)
+
+
+_register()
 
 
 def main() -> None:

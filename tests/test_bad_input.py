@@ -120,14 +120,6 @@ CASES = {
     ),
     "--median-by unknown": (lambda t, e: (e, ["--median-by", "idle"]), ["--median-by", "idle"]),
 }
-XFAIL = {
-    # cli.py raises click.UsageError: four stderr lines (Usage/Try/blank/Error), after printing
-    # the whole summary to stdout.
-    "--median-by unknown (with --timeline)": "--median-by is checked after printing the summary, "
-    "as a UsageError (Usage:/Try lines + Error: = several stderr lines)",
-    # cli.py only checks --median-by when --timeline is given: exit 0, no error.
-    "--median-by unknown": "--median-by is not validated unless --timeline is given (exit 0)",
-}
 
 
 def params() -> list:
@@ -135,7 +127,6 @@ def params() -> list:
         pytest.param(
             *case,
             id=name,
-            marks=[pytest.mark.xfail(reason=XFAIL[name], strict=True)] if name in XFAIL else [],
         )
         for name, case in CASES.items()
     ]

@@ -238,7 +238,10 @@ class Trace:
         cols = ["start_ns", "end_ns", "pid", "tid", "correlation_id", "name"]
         if not self.has("CUPTI_ACTIVITY_KIND_RUNTIME"):
             return pd.DataFrame(columns=cols)
-        sql = "SELECT start, end, globalTid, correlationId, nameId FROM CUPTI_ACTIVITY_KIND_RUNTIME"
+        sql = (
+            "SELECT start, end, globalTid, coalesce(correlationId, 0), nameId"
+            " FROM CUPTI_ACTIVITY_KIND_RUNTIME"
+        )
         if names is None:
             ids = {i: _VERSION_SUFFIX.sub("", v) for i, v in self.strings.items()}
         else:
@@ -246,16 +249,15 @@ class Trace:
             if not ids:
                 return pd.DataFrame(columns=cols)
             sql += f" WHERE nameId IN ({','.join(str(int(i)) for i in ids)})"
-        raw = self.frame(sql, ["start_ns", "end_ns", "gtid", "correlation_id", "name_id"])
-        gtid = raw["gtid"].fillna(0).to_numpy(dtype="int64")
+        start, end, gtid, corr, name_id = self.int_columns(sql, 5)
         return pd.DataFrame(
             {
-                "start_ns": raw["start_ns"].to_numpy(dtype="int64"),
-                "end_ns": raw["end_ns"].to_numpy(dtype="int64"),
-                "pid": (gtid >> 24) & 0xFFFFFF,
-                "tid": gtid & 0xFFFFFF,
-                "correlation_id": raw["correlation_id"].fillna(-1).to_numpy(dtype="int64"),
-                "name": raw["name_id"].map(ids).to_numpy(dtype=object),
+                "start_ns": start,
+                "end_ns": end,
+                "pid": (gtid >> 24) & _PID_MASK,
+                "tid": gtid & _PID_MASK,
+                "correlation_id": corr,
+                "name": _categorical(name_id, ids),
             },
             columns=cols,
         )

@@ -12,7 +12,8 @@ All times are µs. "Step k's operations" are the GPU operations projected onto s
               (every stream and process merged; overlapping work counts once)
     idle_us = window_us - busy_us;  occupancy_pct = 100 * busy_us / window_us
 
-The last reported step's window ends at the last end of its own operations. With
+The last reported step's window ends at the last end of its own operations. When step k+1's
+first operation starts before step k's (other streams), step k's window is empty (0 µs). With
 ``--cuda-graph-trace=graph`` a replay is one operation and counts as busy.
 
 **Gaps between anchors** (``gap_us:A->B``) ::
@@ -43,7 +44,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from specscope.analysis.loader import CaptureMode, Trace
+from specscope.analysis.loader import COPY_KINDS, KINDS, CaptureMode, Trace
 from specscope.analysis.steps import Steps, interval_index
 
 API_CALLS = ("cudaMemcpyAsync", "cudaLaunchKernel", "cudaGraphLaunch")
@@ -203,13 +204,16 @@ def per_step_metrics(
     ops = steps.ops
     step_of = ops["step"].to_numpy()
     start, end = ops["start_ns"].to_numpy(), ops["end_ns"].to_numpy()
-    mine = np.isin(step_of, all_steps.index.to_numpy())
-    by_step = pd.DataFrame({"step": step_of[mine], "start": start[mine], "end": end[mine]})
-    first = by_step.groupby("step")["start"].min()
-    last = by_step.groupby("step")["end"].max()
-    w_start = first.reindex(kept).to_numpy(dtype="float64")
+    # first start / last end of each step's GPU work (over all steps, skipped ones included)
+    n_all = len(all_steps)
+    mine = step_of >= 0
+    first = pd.Series(start[mine]).groupby(step_of[mine]).min().reindex(range(n_all))
+    last = pd.Series(end[mine]).groupby(step_of[mine]).max().reindex(range(n_all))
+    first, last = first.to_numpy(dtype="float64"), last.to_numpy(dtype="float64")
+    w_start = first[kept]
     w_end = np.r_[w_start[1:], np.nan]
-    w_end[-1] = last.reindex(kept).to_numpy(dtype="float64")[-1]
+    w_end[-1] = last[kept[-1]]
+    w_end = np.maximum(w_end, w_start)  # next step's work started first: an empty window
     covered = union_coverage(start, end)
     valid = ~np.isnan(w_start) & ~np.isnan(w_end)
     busy = np.full(len(kept), np.nan)
@@ -219,27 +223,33 @@ def per_step_metrics(
     out["idle_us"] = out["window_us"] - out["busy_us"]
     out["occupancy_pct"] = 100 * out["busy_us"] / out["window_us"].where(out["window_us"] > 0)
 
-    kind = ops["kind"].to_numpy(dtype=object)
+    # Per-step counts with bincount over the position of each op's step among the kept steps.
+    pos = np.searchsorted(kept, step_of)
+    counted = (step_of >= 0) & (pos < len(kept))
+    counted[counted] &= kept[pos[counted]] == step_of[counted]
+    kind = ops["kind"].cat.codes.to_numpy()  # codes of loader.KINDS
+    copy = ops["copy_kind"].cat.codes.to_numpy()  # codes of loader.COPY_KINDS, -1: not a memcpy
     in_graph = ops["in_graph"].to_numpy()
-    copy = ops["copy_kind"].to_numpy(dtype=object)
 
     def count(mask: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
-        sel = mask & mine
-        s = pd.Series(weights[sel] if weights is not None else 1, index=step_of[sel])
-        return s.groupby(level=0).sum().reindex(kept, fill_value=0).to_numpy()
+        sel = mask & counted
+        w = None if weights is None else weights[sel]
+        return np.bincount(pos[sel], weights=w, minlength=len(kept))
 
-    eager_copy = (kind == "memcpy") & ~in_graph
+    eager_copy = (kind == KINDS.index("memcpy")) & ~in_graph
     out["eager_memcpy"] = count(eager_copy)
-    for d in ("htod", "dtoh", "dtod", "other"):
-        out[f"eager_memcpy_{d}"] = count(eager_copy & (copy == d))
+    for code, d in enumerate(COPY_KINDS):
+        out[f"eager_memcpy_{d}"] = count(eager_copy & (copy == code))
     out["eager_memcpy_bytes"] = count(eager_copy, ops["bytes"].to_numpy())
-    out["eager_memset"] = count((kind == "memset") & ~in_graph)
-    is_kernel = kind == "kernel"
+    out["eager_memset"] = count((kind == KINDS.index("memset")) & ~in_graph)
+    is_kernel = kind == KINDS.index("kernel")
     out["eager_kernels"] = count(is_kernel & ~in_graph)
     out["graph_kernels"] = count(is_kernel & in_graph)
-    graph_ops = ops[mine & in_graph]
-    launches = graph_ops.groupby("step")["correlation_id"].nunique()
-    out["graph_launches"] = launches.reindex(kept, fill_value=0).to_numpy()
+    graph_op = counted & in_graph
+    corr = ops["correlation_id"].to_numpy()
+    launch = pd.DataFrame({"pos": pos[graph_op], "corr": corr[graph_op]}).drop_duplicates()
+    launches = launch.groupby("pos").size()
+    out["graph_launches"] = launches.reindex(range(len(kept)), fill_value=0).to_numpy()
     for pattern, col in zip(patterns, kernel_cols, strict=True):
         out[col] = count(is_kernel & name_matches(ops, pattern))
     if mode is CaptureMode.GRAPH:

@@ -47,13 +47,17 @@ class StepSpec:
 def presets() -> list[str]:
     """Names of the presets that ship with the package."""
     files = resources.files("specscope") / "presets"
-    return sorted(p.name[:-5] for p in files.iterdir() if p.name.endswith(".toml"))
+    return sorted(
+        p.name[:-5]
+        for p in files.iterdir()
+        if p.name.endswith(".toml") and not p.name.endswith("_thresholds.toml")
+    )
 
 
 def load_preset(name: str) -> StepSpec:
     """The preset ``name`` (e.g. ``eagle``); SpecError listing the presets if unknown."""
     path = resources.files("specscope") / "presets" / f"{name}.toml"
-    if not path.is_file():
+    if name not in presets() or not path.is_file():
         raise SpecError(f"unknown preset {name!r}; known presets: {', '.join(presets())}")
     data = tomllib.loads(path.read_text())
     return StepSpec(
