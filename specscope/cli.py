@@ -186,9 +186,10 @@ def ranges(trace: Path, fmt: str) -> None:
 def _register() -> None:
     """Commands that live in their own modules."""
     from specscope.cli_compare import check_cmd, compare_cmd
+    from specscope.cli_profile import doctor, profile
 
-    cli.add_command(compare_cmd)
-    cli.add_command(check_cmd)
+    for command in (compare_cmd, check_cmd, profile, doctor):
+        cli.add_command(command)
 
 
 _register()
