@@ -1,0 +1,311 @@
+"""Time ``specscope analyze`` on a (large) export against a bare SQLite scan of the same columns.
+
+Two measurements on one export, page cache warm (each command runs once before it is timed):
+
+- **floor**: one aggregate query per table over exactly the columns the analysis reads
+  (``count(*), total(start), total(end), ...``), run by the ``sqlite3`` CLI (Python's ``sqlite3``
+  when the CLI is missing). No analysis can read the rows faster than SQLite decodes them, so
+  this is the floor; the analysis' time divided by it says how much is spent above reading.
+- **analyze**: ``python -m specscope analyze EXPORT --preset eagle --format json`` as a child
+  process: wall time and peak RSS (``ru_maxrss`` of that child, from ``os.wait4``).
+
+Both best of ``--repeat`` (3), with every run kept. Prints a table and appends one JSON line with
+provenance (git SHA, date, CPU count, load average, export size and op count) to
+``bench/results.jsonl``.
+
+    python bench/bench_analyze.py /tmp/bench/ops2m.sqlite
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import shutil
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "bench" / "results.jsonl"
+GOAL_WALL_S = 5.0
+GOAL_RSS_BYTES = int(1.5 * 2**30)  # 1.5 GiB
+
+# The columns the analysis reads, per table (absent tables and columns are skipped).
+FLOOR_COLUMNS = {
+    "CUPTI_ACTIVITY_KIND_KERNEL": (
+        "start end deviceId streamId correlationId globalPid shortName demangledName graphNodeId"
+    ),
+    "CUPTI_ACTIVITY_KIND_MEMCPY": (
+        "start end deviceId streamId correlationId globalPid copyKind bytes graphNodeId"
+    ),
+    "CUPTI_ACTIVITY_KIND_MEMSET": (
+        "start end deviceId streamId correlationId globalPid bytes graphNodeId"
+    ),
+    "CUPTI_ACTIVITY_KIND_RUNTIME": "start end globalTid correlationId nameId",
+    "NVTX_EVENTS": "start end eventType rangeId globalTid textId domainId",
+}
+GPU_TABLES = (
+    "CUPTI_ACTIVITY_KIND_KERNEL",
+    "CUPTI_ACTIVITY_KIND_MEMCPY",
+    "CUPTI_ACTIVITY_KIND_MEMSET",
+)
+
+
+def floor_queries(export: Path) -> dict[str, str]:
+    """One aggregate query per table present: count(*) and total() of each column read.
+
+    ``total()`` rather than ``sum()``: the sum of 2 M ``globalPid`` overflows 64-bit integers.
+    """
+    con = sqlite3.connect(f"file:{export}?mode=ro", uri=True)
+    try:
+        tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        queries = {}
+        for table, columns in FLOOR_COLUMNS.items():
+            if table not in tables:
+                continue
+            have = {r[1] for r in con.execute(f"PRAGMA table_info({table})")}
+            if table == "NVTX_EVENTS" and "text" in have:
+                parts = ["total(length(text))"]
+            else:
+                parts = []
+            parts = [f"total({c})" for c in columns.split() if c in have] + parts
+            queries[table] = f"SELECT count(*), {', '.join(parts)} FROM {table};"
+        if "StringIds" in tables:
+            queries["StringIds"] = "SELECT count(*), total(length(value)) FROM StringIds;"
+        return queries
+    finally:
+        con.close()
+
+
+def run_floor(export: Path, queries: dict[str, str]) -> tuple[float, dict[str, int], str]:
+    """One timed run of all floor queries: (seconds, rows per table, tool)."""
+    cli = shutil.which("sqlite3")
+    if cli:
+        script = "\n".join(queries.values()) + "\n"
+        t0 = time.perf_counter()
+        out = subprocess.run(
+            [cli, "-readonly", "-batch", "-noheader", "-list", str(export)],
+            input=script,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        elapsed = time.perf_counter() - t0
+        lines = out.stdout.splitlines()
+        tool = (
+            "sqlite3 CLI "
+            + subprocess.run([cli, "-version"], capture_output=True, text=True).stdout.split()[0]
+        )
+        rows = {t: int(line.split("|")[0]) for t, line in zip(queries, lines, strict=True)}
+        return elapsed, rows, tool
+    con = sqlite3.connect(f"file:{export}?mode=ro", uri=True)
+    try:
+        t0 = time.perf_counter()
+        results = {t: con.execute(sql).fetchone() for t, sql in queries.items()}
+        elapsed = time.perf_counter() - t0
+    finally:
+        con.close()
+    return elapsed, {t: int(r[0]) for t, r in results.items()}, f"python sqlite3 {sqlite3.version}"
+
+
+def analyze_available() -> tuple[bool, str]:
+    """Whether ``python -m specscope analyze --help`` works, and why not."""
+    cmd = [sys.executable, "-m", "specscope", "analyze", "--help"]
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=120)
+    except subprocess.TimeoutExpired:
+        return False, "`python -m specscope analyze --help` timed out"
+    if p.returncode == 0:
+        return True, ""
+    last = (p.stderr.strip().splitlines() or p.stdout.strip().splitlines() or [""])[-1]
+    return False, f"`python -m specscope analyze --help` exited {p.returncode}: {last}"
+
+
+def run_child(cmd: list[str], timeout_s: float) -> dict:
+    """Run ``cmd``; its wall time, peak RSS (bytes), exit code, stdout and stderr."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        t0 = time.perf_counter()
+        p = subprocess.Popen(cmd, stdout=out, stderr=err, cwd=ROOT)
+        deadline = t0 + timeout_s
+        while True:
+            pid, status, usage = os.wait4(p.pid, os.WNOHANG)
+            if pid:
+                break
+            if time.perf_counter() > deadline:
+                p.kill()  # the child this function started
+                pid, status, usage = os.wait4(p.pid, 0)
+                break
+            time.sleep(0.002)
+        wall = time.perf_counter() - t0
+        p.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        return {
+            "wall_s": wall,
+            "rss_bytes": usage.ru_maxrss * 1024,  # Linux reports KiB
+            "rc": p.returncode,
+            "timed_out": wall > timeout_s,
+            "stdout": out.read().decode(errors="replace"),
+            "stderr": err.read().decode(errors="replace"),
+        }
+
+
+def describe_output(text: str) -> str:
+    """A short description of the JSON the analysis printed."""
+    try:
+        doc = json.loads(text)
+    except ValueError as e:
+        return f"not JSON ({e}); first 200 chars: {text[:200]!r}"
+    if isinstance(doc, dict):
+        parts = []
+        for k, v in list(doc.items())[:20]:
+            parts.append(f"{k}[{len(v)}]" if isinstance(v, list | dict) else k)
+        return "JSON object: " + ", ".join(parts)
+    if isinstance(doc, list):
+        return f"JSON list of {len(doc)}"
+    return f"JSON {type(doc).__name__}"
+
+
+def git(*args: str) -> str | None:
+    try:
+        p = subprocess.run(["git", *args], capture_output=True, text=True, cwd=ROOT, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return p.stdout.strip() if p.returncode == 0 else None
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(
+        description="Time `specscope analyze` on an export against a bare sqlite3 scan (floor).",
+        epilog="example: python bench/bench_analyze.py /tmp/bench/ops2m.sqlite",
+    )
+    p.add_argument("export", type=Path, help="an nsys SQLite export (bench/make_export.py)")
+    p.add_argument("--repeat", type=int, default=3, help="timed runs of each (best is reported)")
+    p.add_argument("--preset", default="eagle")
+    p.add_argument("--timeout", type=float, default=600, help="seconds per analysis run")
+    p.add_argument("--results", type=Path, default=RESULTS, help="JSON lines file to append to")
+    p.add_argument("--no-record", action="store_true", help="do not append to --results")
+    p.add_argument("--skip-analyze", action="store_true", help="measure the floor only")
+    args = p.parse_args(argv)
+    export = args.export.resolve()
+    if not export.is_file():
+        print(f"error: no export at {export}", file=sys.stderr)
+        return 1
+
+    load_before = os.getloadavg()[0]
+    queries = floor_queries(export)
+    run_floor(export, queries)  # warm the page cache
+    floor_runs, rows, tool = [], {}, ""
+    for _ in range(args.repeat):
+        elapsed, rows, tool = run_floor(export, queries)
+        floor_runs.append(elapsed)
+    ops = sum(rows.get(t, 0) for t in GPU_TABLES)
+    size = export.stat().st_size
+
+    result: dict = {
+        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "git_sha": git("rev-parse", "HEAD"),
+        "git_dirty": bool(git("status", "--porcelain", "--untracked-files=no")),
+        # the analysis measured is the working tree: list what differs from the SHA in it
+        "git_changes": (
+            git("status", "--porcelain", "--", "specscope", "pyproject.toml") or ""
+        ).splitlines(),
+        "host": {
+            "cpu_count": os.cpu_count(),
+            "machine": platform.machine(),
+            "python": platform.python_version(),
+            "sqlite": sqlite3.sqlite_version,
+        },
+        "export": {"path": str(export), "bytes": size, "ops": ops, "rows": rows},
+        "floor": {"tool": tool, "best_s": min(floor_runs), "runs_s": floor_runs},
+        "analyze": None,
+        "ratio_to_floor": None,
+        "goal": {"wall_s": GOAL_WALL_S, "rss_bytes": GOAL_RSS_BYTES},
+        "meets_goal": None,
+    }
+    print(f"export   {export}  {size / 1e6:.1f} MB  {ops:,} GPU ops")
+    print(f"floor    {tool}: best {min(floor_runs):.3f} s  runs {_fmt(floor_runs)}")
+
+    status = 0
+    ok, why = (False, "--skip-analyze") if args.skip_analyze else analyze_available()
+    if not ok:
+        print(f"analyze  skipped: {why}")
+        result["analyze"] = {"skipped": why}
+    else:
+        cmd = [sys.executable, "-m", "specscope", "analyze", str(export), "--preset", args.preset]
+        cmd += ["--format", "json"]
+        runs = []
+        for i in range(args.repeat + 1):  # the first run warms up and is not counted
+            r = run_child(cmd, args.timeout)
+            if r["rc"] != 0:
+                print(f"analyze  FAILED (exit {r['rc']}{', timed out' if r['timed_out'] else ''})")
+                print("--- stderr ---\n" + r["stderr"].rstrip()[-4000:])
+                result["analyze"] = {
+                    "cmd": _cmd_str(cmd),
+                    "rc": r["rc"],
+                    "timed_out": r["timed_out"],
+                    "wall_s": r["wall_s"],
+                    "rss_bytes": r["rss_bytes"],
+                    "stderr_tail": r["stderr"][-4000:],
+                }
+                status = 1
+                break
+            if i == 0:
+                described = describe_output(r["stdout"])
+                out_bytes = len(r["stdout"].encode())
+                warm = r
+                continue
+            runs.append(r)
+        if runs:
+            walls = [r["wall_s"] for r in runs]
+            rss = max(r["rss_bytes"] for r in runs + [warm])
+            best = min(walls)
+            result["analyze"] = {
+                "cmd": _cmd_str(cmd),
+                "best_s": best,
+                "median_s": statistics.median(walls),
+                "runs_s": walls,
+                "warmup_s": warm["wall_s"],
+                "peak_rss_bytes": rss,
+                "output_bytes": out_bytes,
+                "output": described,
+            }
+            result["ratio_to_floor"] = best / min(floor_runs)
+            result["meets_goal"] = best <= GOAL_WALL_S and rss <= GOAL_RSS_BYTES
+            print(
+                f"analyze  best {best:.3f} s  median {statistics.median(walls):.3f} s  "
+                f"runs {_fmt(walls)}  peak RSS {rss / 2**20:.0f} MiB"
+            )
+            print(f"         output {out_bytes:,} bytes: {described}")
+            print(
+                f"ratio    analyze / floor = {result['ratio_to_floor']:.1f}x   goal "
+                f"<= {GOAL_WALL_S:g} s and <= {GOAL_RSS_BYTES / 2**30:g} GiB: "
+                f"{'met' if result['meets_goal'] else 'NOT met'}"
+            )
+    result["loadavg_1m"] = [load_before, os.getloadavg()[0]]
+    print(f"load     1-min load average {load_before:.2f} before, {os.getloadavg()[0]:.2f} after")
+    if not args.no_record:
+        args.results.parent.mkdir(parents=True, exist_ok=True)
+        with args.results.open("a") as f:
+            f.write(json.dumps(result) + "\n")
+        print(f"appended to {args.results}")
+    return status
+
+
+def _fmt(xs: list[float]) -> str:
+    return "[" + ", ".join(f"{x:.3f}" for x in xs) + "]"
+
+
+def _cmd_str(cmd: list[str]) -> str:
+    return " ".join(["python" if c == sys.executable else c for c in cmd])
+
+
+if __name__ == "__main__":
+    sys.exit(main())
