@@ -108,6 +108,13 @@ WINDOW_CASES = {
         {"window_us": [1.0, 1.4, 0.1], "busy_us": [0.1, 0.05, 0.1],
          "occupancy_pct": [10.0, 100 * 0.05 / 1.4, 100.0]},
     ),
+    # step 2's work (stream 8, 2100) overtakes step 1's (stream 7, queued until 2200):
+    # step 1's window is empty; windows 100 -> 2200, 2200 -> 2200, 2100 -> 2400
+    "next step's work starts first: empty window": (
+        [(0, 100, 200), (1, 2200, 2300, 7), (2, 2100, 2150, 8), (2, 2300, 2400, 8)],
+        {"window_us": [2.1, 0.0, 0.3], "busy_us": [0.15, 0.0, 0.25], "idle_us": [1.95, 0.0, 0.05],
+         "occupancy_pct": [100 * 0.15 / 2.1, nan, 100 * 0.25 / 0.3]},
+    ),
     "zero-length window: occupancy undefined": (
         [(0, 100, 200), (1, 1100, 1100)],
         {"window_us": [1.0, 0.0], "busy_us": [0.1, 0.0], "occupancy_pct": [10.0, nan]},
