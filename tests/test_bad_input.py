@@ -135,7 +135,7 @@ def params() -> list:
 @pytest.fixture
 def eagle_file(tmp_path, write_export):
     """A valid 3-step EAGLE export (several pages, so its middle can be corrupted)."""
-    from conftest import build_eagle
+    from eagle_exports import build_eagle
 
     return write_export(build_eagle(3))
 

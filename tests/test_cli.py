@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 import sqlite_utils
 from click.testing import CliRunner
-from conftest import build_eagle
+from eagle_exports import build_eagle
 
 from specscope.analysis.synthetic import SyntheticExport
 from specscope.cli import cli

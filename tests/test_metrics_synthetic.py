@@ -14,7 +14,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import EAGLE_SPEC, build_eagle
+from eagle_exports import EAGLE_SPEC, build_eagle
 
 from specscope.analysis.loader import CaptureMode
 from specscope.analysis.metrics import unit
@@ -805,3 +805,62 @@ def test_totals_over_the_whole_capture(analyze_x, mode):
         "[CUDA memcpy Host-to-Device]": {"count": 3, "total_ns": 300, "bytes": 192},
         "[CUDA memset]": {"count": 1, "total_ns": 50, "bytes": 32},
     }
+
+
+# ---------------------------------------------------------------- projection
+
+
+def test_projection_by_launch_time_and_thread(analyze_x):
+    x = SyntheticExport()
+    x.range("step", 0, 1000)
+    x.range("step", 1000, 2000)
+    x.range("a", 100, 200)
+    x.range("b", 300, 400)
+    c = x.api("cudaLaunchKernel", 90, 95)  # launched before range a opened: not a's work
+    x.kernel("early", 500, 550, c)
+    c = x.api("cudaLaunchKernel", 150, 160)  # a's work
+    x.kernel("in_a", 560, 600, c)
+    c = x.api("cudaLaunchKernel", 999, 1005)  # step 0's work, though it runs in step 1's time
+    x.kernel("late", 1100, 1150, c)
+    c = x.api("cudaLaunchKernel", 1000, 1005)  # a range holds [start, end): step 1
+    x.kernel("at_edge", 1200, 1300, c)
+    a = analyze_x(x, StepSpec("step", ("a", "b")))
+    assert_values(
+        a,
+        {
+            "eager_kernels": [3, 1],
+            "window_us": [0.7, 0.1],  # 500 -> 1200, 1200 -> 1300
+            "busy_us": [0.05 + 0.04 + 0.05, 0.1],
+            "gap_us:a->b": [nan, nan],  # b launched nothing
+        },
+    )
+    tl = kernel_timeline(a.steps, a.metrics, 0)
+    assert dict(zip(tl["name"], tl["anchor"], strict=True)) == {
+        "early": "",
+        "in_a": "a",
+        "late": "",
+    }
+    assert dict(zip(tl["name"], tl["step"], strict=True)) == {"early": 0, "in_a": 0, "late": 0}
+
+
+def test_correlation_ids_match_within_a_process(analyze_x):
+    from specscope.analysis.synthetic import global_tid
+
+    x = SyntheticExport()
+    x.range("step", 0, 1000)
+    x.range("step", 1000, 2000)
+    c = x.api("cudaLaunchKernel", 10, 20)
+    x.kernel("mine", 100, 200, c)
+    # Process 200 reuses correlation id c for its own call and kernel; a third kernel of
+    # process 300 has id c and no API call at all.
+    name = x.string("cudaLaunchKernel_v7000")
+    x.rows["CUPTI_ACTIVITY_KIND_RUNTIME"].append((50, 60, 1, global_tid(200, 200), c, name, 0))
+    x.kernel("theirs", 300, 400, c, pid=200)
+    x.kernel("orphan", 500, 550, c, pid=300)
+    x.kernel("next", 1100, 1200, x.api("cudaLaunchKernel", 1010, 1020))
+    a = analyze_x(x, PLAIN)
+    assert_values(a, {"eager_kernels": [1, 1], "busy_us": [0.25, 0.1], "window_us": [1.0, 0.1]})
+    ops = a.trace.ops.set_index("name", drop=False)
+    assert ops.loc["theirs", ["pid", "api_tid", "api_start_ns"]].tolist() == [200, 200, 50]
+    assert ops.loc["mine", ["pid", "api_tid", "api_start_ns"]].tolist() == [100, 100, 10]
+    assert ops.loc["orphan", "api_tid"] == -1 and math.isnan(ops.loc["orphan", "api_start_ns"])
