@@ -1,0 +1,209 @@
+"""``distributions.png``, ``steps.png``, ``composition.png``; draws only.
+
+Inputs are the per-step metric frames of the runs (:attr:`specscope.analysis.compare.Run.frame`)
+and the median steps' compositions (:func:`specscope.analysis.composition.step_composition`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+from matplotlib.lines import Line2D  # noqa: E402
+from matplotlib.patches import Patch  # noqa: E402
+
+from specscope.analysis.composition import COMPOSITION  # noqa: E402
+from specscope.reports.markdown import display_name  # noqa: E402
+from specscope.reports.style import (  # noqa: E402
+    COMPOSITION_COLOURS,
+    COMPOSITION_NAMES,
+    DPI,
+    INPUT_COLOURS,
+    WIDTH_IN,
+    rc,
+)
+
+_UNIT_LABEL = {"us": "µs", "count": "count per step", "%": "%", "B": "bytes per step"}
+
+
+def plotted_metrics(frames: Sequence[pd.DataFrame]) -> list[str]:
+    """The gaps, ``idle_us`` and ``eager_memcpy``: those with a value in some input."""
+    cols = list(dict.fromkeys(c for f in frames for c in f.columns))
+    wanted = [c for c in cols if c.startswith("gap_us:")] + ["idle_us", "eager_memcpy"]
+    return [m for m in wanted if any(m in f and f[m].notna().any() for f in frames)]
+
+
+def _unit(metric: str) -> str:
+    from specscope.analysis.metrics import unit
+
+    return _UNIT_LABEL.get(unit(metric), unit(metric))
+
+
+def _colour(i: int) -> str:
+    return INPUT_COLOURS[i % len(INPUT_COLOURS)]
+
+
+def _grid(n: int, ncols: int = 3, row_h: float = 4.6):
+    ncols = max(1, min(ncols, n))
+    nrows = max(1, math.ceil(n / ncols))
+    fig, axes = plt.subplots(nrows, ncols, figsize=(WIDTH_IN, row_h * nrows + 1.6), squeeze=False)
+    flat = list(axes.flat)
+    for ax in flat[n:]:
+        ax.set_visible(False)
+    return fig, flat[:n]
+
+
+def _legend(fig, labels: Sequence[str], **kw) -> None:
+    handles = [Patch(color=_colour(i), label=lab) for i, lab in enumerate(labels)]
+    fig.legend(handles=handles, loc="lower center", ncol=min(len(labels), 6), frameon=False, **kw)
+
+
+def _empty(path: Path, title: str, message: str) -> Path:
+    with plt.rc_context(rc()):
+        fig = plt.figure(figsize=(WIDTH_IN, 3))
+        fig.suptitle(title, fontsize=16)
+        fig.text(0.5, 0.45, message, ha="center", va="center")
+        fig.savefig(path, dpi=DPI)
+        plt.close(fig)
+    return path
+
+
+def distributions_figure(frames: Sequence[pd.DataFrame], labels: Sequence[str], path: Path) -> Path:
+    """Per metric, each input's per-step values: a box (p25-p75, whiskers 1.5 IQR) and points."""
+    metrics = plotted_metrics(frames)
+    title = "Per-step distributions (box: quartiles, whiskers: 1.5 IQR; dots: steps)"
+    if not metrics:
+        return _empty(path, title, "no gap, idle or memcpy values in any input")
+    rng = np.random.default_rng(0)  # jitter only; fixed so the picture is reproducible
+    with plt.rc_context(rc()):
+        fig, axes = _grid(len(metrics))
+        for ax, metric in zip(axes, metrics, strict=True):
+            data = [
+                f[metric].dropna().to_numpy(dtype="float64") if metric in f else np.zeros(0)
+                for f in frames
+            ]
+            pos = np.arange(len(frames))
+            shown = [i for i, d in enumerate(data) if len(d)]
+            if shown:
+                bp = ax.boxplot(
+                    [data[i] for i in shown],
+                    positions=pos[shown],
+                    widths=0.5,
+                    showfliers=False,
+                    patch_artist=True,
+                    medianprops={"color": "black", "lw": 2},
+                )
+                for patch, i in zip(bp["boxes"], shown, strict=True):
+                    patch.set_facecolor(_colour(i))
+                    patch.set_alpha(0.35)
+            for i, d in enumerate(data):
+                if not len(d):
+                    ax.text(i, 0.5, "n/a", ha="center", transform=ax.get_xaxis_transform())
+                    continue
+                x = i + rng.uniform(-0.15, 0.15, len(d))
+                ax.scatter(x, d, s=18, color=_colour(i), alpha=0.8, zorder=3, lw=0)
+            ax.set_xticks(pos, labels)
+            ax.set_xlim(-0.6, len(frames) - 0.4)
+            ax.set_title(display_name(metric))
+            ax.set_ylabel(_unit(metric))
+            ax.grid(axis="y", color="#e5e5e5")
+        fig.suptitle(title, fontsize=16)
+        _legend(fig, labels)
+        fig.tight_layout(rect=(0, 0.05, 1, 0.96))
+        fig.savefig(path, dpi=DPI)
+        plt.close(fig)
+    return path
+
+
+def steps_figure(frames: Sequence[pd.DataFrame], labels: Sequence[str], path: Path) -> Path:
+    """Idle µs and the gaps over the step number, one line per input (stability, warm-up)."""
+    metrics = [m for m in plotted_metrics(frames) if m != "eager_memcpy"]
+    title = "Per-step values over the capture (step number as in the trace; warm-up skipped)"
+    if not metrics:
+        return _empty(path, title, "no gap or idle values in any input")
+    with plt.rc_context(rc()):
+        fig, axes = _grid(len(metrics), ncols=2, row_h=4.2)
+        for ax, metric in zip(axes, metrics, strict=True):
+            for i, f in enumerate(frames):
+                if metric not in f:
+                    continue
+                s = f[metric].dropna()
+                ax.plot(s.index, s.to_numpy(), marker="o", ms=4, lw=1.5, color=_colour(i))
+                if len(s):
+                    ax.axhline(s.median(), color=_colour(i), lw=1, ls=":")
+            ax.set_title(display_name(metric))
+            ax.set_xlabel("step")
+            ax.set_ylabel(_unit(metric))
+            ax.grid(color="#e5e5e5")
+        fig.suptitle(title, fontsize=16)
+        handles = [
+            Line2D([], [], color=_colour(i), marker="o", label=lab) for i, lab in enumerate(labels)
+        ]
+        handles.append(Line2D([], [], color="gray", ls=":", label="median"))
+        fig.legend(handles=handles, loc="lower center", ncol=min(len(handles), 7), frameon=False)
+        fig.tight_layout(rect=(0, 0.05, 1, 0.96))
+        fig.savefig(path, dpi=DPI)
+        plt.close(fig)
+    return path
+
+
+def composition_figure(
+    compositions: Sequence[pd.Series | None],
+    labels: Sequence[str],
+    path: Path,
+    *,
+    steps: Sequence[int | None] = (),
+) -> Path:
+    """Per input, one horizontal bar: the median step's window split by category (µs)."""
+    n = len(compositions)
+    title = (
+        "Where the median step's GPU time goes (window split by category; overlaps counted once)"
+    )
+    with plt.rc_context(rc()):
+        fig, ax = plt.subplots(figsize=(WIDTH_IN, 1.5 * n + 2.6))
+        ax.set_axisbelow(True)
+        totals = [float(c.sum()) for c in compositions if c is not None]
+        span = max(totals, default=1.0)
+        for row, comp in enumerate(compositions):
+            if comp is None:
+                ax.text(span / 2, row, "n/a (no operations stored)", ha="center", va="center")
+                continue
+            left = 0.0
+            for part in COMPOSITION:
+                w = float(comp.get(part, 0.0))
+                ax.barh(row, w, left=left, color=COMPOSITION_COLOURS[part], height=0.5)
+                if w >= 0.04 * span:
+                    ax.text(left + w / 2, row, f"{w:.0f}", ha="center", va="center", fontsize=12)
+                left += w
+            ax.text(left + 0.005 * span, row, f" {left:.0f} µs", va="center", fontsize=12)
+            parts = " + ".join(
+                f"{float(comp.get(p, 0.0)):.1f} {COMPOSITION_NAMES[p].replace(' busy', '')}"
+                for p in COMPOSITION
+            )
+            ax.text(0, row + 0.36, f"{left:.1f} µs = {parts}", va="top", fontsize=11)
+        ticks = []
+        for i, lab in enumerate(labels):
+            step = steps[i] if i < len(steps) else None
+            ticks.append(lab if step is None else f"{lab}\n(step {step})")
+        ax.set_yticks(range(n), ticks)
+        ax.set_ylim(n - 0.2, -0.5)
+        ax.set_xlim(0, span * 1.08)
+        ax.set_xlabel("µs in the median step's GPU window")
+        ax.grid(axis="x", color="#e5e5e5")
+        fig.suptitle(title, fontsize=16)
+        handles = [
+            Patch(color=COMPOSITION_COLOURS[p], label=COMPOSITION_NAMES[p]) for p in COMPOSITION
+        ]
+        fig.legend(handles=handles, loc="lower center", ncol=len(handles), frameon=False)
+        fig.tight_layout(rect=(0, 0.1, 1, 0.93))
+        fig.savefig(path, dpi=DPI)
+        plt.close(fig)
+    return path

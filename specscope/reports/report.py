@@ -1,0 +1,219 @@
+"""``specscope report``'s output folder: figures, ``summary.md`` and ``report.html``; renders only.
+
+:func:`new_report_dir` makes ``OUT/<YYYYmmdd-HHMMSS>-report`` (never an existing folder);
+:func:`write_report` fills it from what the analysis returned: the inputs
+(:class:`specscope.analysis.inputs.ReportInput`), the comparisons of the first input against
+each later one (:class:`specscope.analysis.compare.Comparison`) and each input's median step
+(:class:`specscope.analysis.composition.MedianStep`, None for a results-database run).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from pathlib import Path
+
+from specscope.analysis.compare import Comparison, Level
+from specscope.analysis.composition import MedianStep
+from specscope.analysis.inputs import ReportInput
+from specscope.reports import figures, html, markdown, timeline
+from specscope.reports.style import pretty_gap
+
+FILES = (
+    "timeline.png",
+    "distributions.png",
+    "steps.png",
+    "composition.png",
+    "summary.md",
+    "report.html",
+)
+
+
+def new_report_dir(out: Path, now: dt.datetime | None = None) -> Path:
+    """Create ``out/<YYYYmmdd-HHMMSS>-report`` (``-2``, ``-3``... if taken) and return it."""
+    from specscope.profiler.profile import new_run_dir
+
+    return new_run_dir(out, "report", now)
+
+
+def input_facts(i: ReportInput, label: str, view: MedianStep | None) -> list[tuple[str, str]]:
+    """Provenance of one input as (name, value) pairs, for summary.md and the page."""
+    r = i.run
+    facts = [("input", i.ref)]
+    if i.run_dir is not None:
+        facts.append(("run folder", str(i.run_dir)))
+    if i.export is not None:
+        facts.append(("export", str(i.export)))
+    if i.sha256:
+        facts.append(("sha256", i.sha256))
+    if i.analysis is None:
+        facts.append(("source", f"{r.source} (results database: per-step metrics only)"))
+    facts += [
+        ("steps", f"{r.steps} (after skipping {r.skip} warm-up)"),
+        ("GPU", r.gpu or "unknown"),
+        ("nsys", r.nsys_version),
+        ("capture mode", r.capture_mode),
+    ]
+    if r.spec:
+        spec = {k: ", ".join(v) if isinstance(v, list) else v for k, v in r.spec.items()}
+        facts.append(("step spec", "; ".join(f"{k}: {v}" for k, v in spec.items() if v)))
+    if r.commit:
+        facts.append(("commit", r.commit))
+    if r.batch_size is not None:
+        facts.append(("batch size", str(r.batch_size)))
+    if i.manifest:
+        m = i.manifest
+        if m.get("command"):
+            cmd = m["command"]
+            facts.append(("profiled command", " ".join(cmd) if isinstance(cmd, list) else cmd))
+        for key in ("label", "started_at", "status"):
+            if m.get(key):
+                facts.append((key, str(m[key])))
+    if view is not None:
+        facts.append(("median step", f"{view.step} (by {view.gap})"))
+    return facts
+
+
+def summary_markdown(
+    comparisons: Sequence[Comparison],
+    inputs: Sequence[ReportInput],
+    labels: Sequence[str],
+    views: Sequence[MedianStep | None],
+) -> str:
+    """[C]'s PR table and provenance line, then every input's provenance."""
+    lines = [f"# specscope report: {html.page_title(labels)}", "", markdown.render(comparisons)]
+    lines += ["## Inputs", ""]
+    for i, label, view in zip(inputs, labels, views, strict=True):
+        lines.append(f"### {label}")
+        lines.append("")
+        lines += [f"- {k}: `{v}`" for k, v in input_facts(i, label, view)]
+        lines += [f"- note: {n}" for n in i.run.notes]
+        lines.append("")
+    return "\n".join(lines)
+
+
+def _warnings(comparisons: Sequence[Comparison]) -> list[str]:
+    seen = []
+    for c in comparisons:
+        for check in c.checks:
+            if check.level is Level.WARNING and check.message not in seen:
+                seen.append(check.message)
+    for c in comparisons:
+        bad = [m for m, v in c.metrics["verdict"].items() if v.value == "inconclusive"]
+        if bad:
+            msg = (
+                f"{len(bad)} metric(s) inconclusive in {c.labels[0]} → {c.labels[1]}: too few steps"
+            )
+            if msg not in seen:
+                seen.append(msg)
+    return seen
+
+
+def write_report(
+    out_dir: Path,
+    inputs: Sequence[ReportInput],
+    labels: Sequence[str],
+    comparisons: Sequence[Comparison],
+    views: Sequence[MedianStep | None],
+    *,
+    gap: str,
+    highlight: str | None = None,
+    commands: Sequence[str] = (),
+    now: dt.datetime | None = None,
+) -> dict[str, Path]:
+    """Write :data:`FILES` into ``out_dir`` (an existing, empty folder); return their paths."""
+    now = now or dt.datetime.now(dt.timezone.utc)
+    frames = [i.run.frame for i in inputs]
+    paths = {name: out_dir / name for name in FILES}
+    timeline.timeline_figure(views, labels, paths["timeline.png"], highlight=highlight)
+    figures.distributions_figure(frames, labels, paths["distributions.png"])
+    figures.steps_figure(frames, labels, paths["steps.png"])
+    figures.composition_figure(
+        [v.composition if v else None for v in views],
+        labels,
+        paths["composition.png"],
+        steps=[v.step if v else None for v in views],
+    )
+    paths["summary.md"].write_text(summary_markdown(comparisons, inputs, labels, views))
+
+    gap_name = pretty_gap(gap)
+    opener = gap.partition(":")[2].partition("->")[0]
+    figure_list = [
+        {
+            "id": "timeline",
+            "file": "timeline.png",
+            "alt": "timeline of the median step of each input",
+            "caption": f"The median step of each input by {gap_name}, aligned at the end of "
+            f"{opener}'s GPU work (x = 0), one lane per stream; shaded: anchors' GPU extents; "
+            "arrows: gaps in µs"
+            + (f"; marked: kernels matching /{highlight}/." if highlight else "."),
+        },
+        {
+            "id": "distributions",
+            "file": "distributions.png",
+            "alt": "per-step distributions of the gaps, idle and eager memcpys",
+            "caption": "Per-step values of each input: gaps, GPU idle per step, eager memcpys.",
+        },
+        {
+            "id": "steps",
+            "file": "steps.png",
+            "alt": "gaps and idle over the step number",
+            "caption": "Gaps and GPU idle over the step number: stability and warm-up effects.",
+        },
+        {
+            "id": "composition",
+            "file": "composition.png",
+            "alt": "composition of the median step",
+            "caption": "The median step's GPU window split into graph-kernel, eager-kernel, "
+            "memcpy and memset busy time and idle (each instant counted once).",
+        },
+    ]
+    kernel_tables = []
+    for label, view in zip(labels, views, strict=True):
+        kernel_tables.append(
+            {
+                "label": label,
+                "step": None if view is None else view.step,
+                "rows": [] if view is None else html.operation_rows(view.operations),
+                "missing": "no operations: a results-database run keeps only per-step metrics",
+            }
+        )
+    context = {
+        "title": html.page_title(labels),
+        "provenance": markdown.provenance(comparisons),
+        "gap_name": gap_name,
+        "generated": now.strftime("%Y-%m-%d %H:%M:%S UTC"),
+        "version": html.package_version(),
+        "warnings": _warnings(comparisons),
+        "comparisons": [
+            {
+                "before_label": c.labels[0],
+                "after_label": c.labels[1],
+                "rows": html.comparison_rows(c),
+            }
+            for c in comparisons
+        ],
+        "figures": figure_list,
+        "kernel_tables": kernel_tables,
+        "kernel_diffs": [
+            {
+                "before_label": c.labels[0],
+                "after_label": c.labels[1],
+                "rows": html.kernel_diff_rows(c),
+            }
+            for c in comparisons
+            if c.kernels is not None
+        ],
+        "inputs": [
+            {
+                "label": label,
+                "facts": input_facts(i, label, view),
+                "notes": i.run.notes,
+                "manifest": html.manifest_text(i.manifest),
+            }
+            for i, label, view in zip(inputs, labels, views, strict=True)
+        ],
+        "commands": list(commands),
+    }
+    paths["report.html"].write_text(html.render_html(context))
+    return paths

@@ -1,0 +1,62 @@
+"""Colours, sizes and names shared by the report figures (1600 px wide at 100 dpi)."""
+
+from __future__ import annotations
+
+from specscope.analysis.composition import OpCategory
+from specscope.reports.markdown import display_name
+
+DPI = 100
+WIDTH_IN = 16.0  # 1600 px
+
+CATEGORY_COLOURS = {
+    OpCategory.GRAPH_KERNEL: "#1f77b4",
+    OpCategory.GRAPH_REPLAY: "#17becf",
+    OpCategory.EAGER_KERNEL: "#ff7f0e",
+    OpCategory.MEMCPY_HTOD: "#2ca02c",
+    OpCategory.MEMCPY_DTOH: "#9467bd",
+    OpCategory.MEMCPY_DTOD: "#8c564b",
+    OpCategory.MEMCPY_OTHER: "#7f7f7f",
+    OpCategory.MEMSET: "#bcbd22",
+}
+HIGHLIGHT = "#e6007e"
+ANCHOR_COLOURS = ("#fde9a9", "#cfe8f7", "#d9f2d0", "#f5d5e6")
+
+# One colour per input (before, after, ...).
+INPUT_COLOURS = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860")
+
+COMPOSITION_COLOURS = {
+    "graph_us": CATEGORY_COLOURS[OpCategory.GRAPH_KERNEL],
+    "eager_kernel_us": CATEGORY_COLOURS[OpCategory.EAGER_KERNEL],
+    "memcpy_us": CATEGORY_COLOURS[OpCategory.MEMCPY_HTOD],
+    "memset_us": CATEGORY_COLOURS[OpCategory.MEMSET],
+    "idle_us": "#d9d9d9",
+}
+COMPOSITION_NAMES = {
+    "graph_us": "graph kernels busy",
+    "eager_kernel_us": "eager kernels busy",
+    "memcpy_us": "memcpys busy",
+    "memset_us": "memsets busy",
+    "idle_us": "idle",
+}
+
+
+def pretty_gap(metric: str) -> str:
+    """``gap_us:A->B`` -> the PR name when there is one, else ``A → B``."""
+    name = display_name(metric)
+    if name != metric:
+        return name.removeprefix("Gap: ")
+    return metric.partition(":")[2].replace("->", " → ")
+
+
+def rc() -> dict:
+    """Matplotlib settings that keep text readable when the PNG is shown 1600 px wide."""
+    return {
+        "font.size": 13,
+        "axes.titlesize": 14,
+        "axes.labelsize": 13,
+        "xtick.labelsize": 12,
+        "ytick.labelsize": 12,
+        "legend.fontsize": 12,
+        "axes.spines.top": False,
+        "axes.spines.right": False,
+    }
