@@ -122,16 +122,6 @@ CASES = {
 }
 
 
-def params() -> list:
-    return [
-        pytest.param(
-            *case,
-            id=name,
-        )
-        for name, case in CASES.items()
-    ]
-
-
 @pytest.fixture
 def eagle_file(tmp_path, write_export):
     """A valid 3-step EAGLE export (several pages, so its middle can be corrupted)."""
@@ -153,7 +143,7 @@ def assert_one_error_line(result, fragments: list[str]) -> str:
     return line
 
 
-@pytest.mark.parametrize("make, fragments", params())
+@pytest.mark.parametrize("make, fragments", CASES.values(), ids=CASES.keys())
 def test_bad_input_is_one_error_line(tmp_path, eagle_file, make, fragments):
     trace, extra = make(tmp_path, eagle_file)
     result = CliRunner().invoke(cli, ["analyze", str(trace), *extra])
