@@ -52,9 +52,20 @@ def _colour(i: int) -> str:
 
 
 def _grid(n: int, ncols: int = 3, row_h: float = 4.6):
+    """``n`` axes in rows of ``ncols``; fixed margins in inches (tight_layout is slow)."""
     ncols = max(1, min(ncols, n))
     nrows = max(1, math.ceil(n / ncols))
-    fig, axes = plt.subplots(nrows, ncols, figsize=(WIDTH_IN, row_h * nrows + 1.6), squeeze=False)
+    height = row_h * nrows + 1.6
+    fig, axes = plt.subplots(nrows, ncols, figsize=(WIDTH_IN, height), squeeze=False)
+    gap_in = 1.1  # title above + tick labels and x label below each row
+    fig.subplots_adjust(
+        left=0.06,
+        right=0.99,
+        top=1 - 0.95 / height,
+        bottom=1.25 / height,
+        wspace=0.22,
+        hspace=gap_in / (row_h - gap_in),
+    )
     flat = list(axes.flat)
     for ax in flat[n:]:
         ax.set_visible(False)
@@ -117,7 +128,6 @@ def distributions_figure(frames: Sequence[pd.DataFrame], labels: Sequence[str], 
             ax.grid(axis="y", color="#e5e5e5")
         fig.suptitle(title, fontsize=16)
         _legend(fig, labels)
-        fig.tight_layout(rect=(0, 0.05, 1, 0.96))
         fig.savefig(path, dpi=DPI)
         plt.close(fig)
     return path
@@ -149,7 +159,6 @@ def steps_figure(frames: Sequence[pd.DataFrame], labels: Sequence[str], path: Pa
         ]
         handles.append(Line2D([], [], color="gray", ls=":", label="median"))
         fig.legend(handles=handles, loc="lower center", ncol=min(len(handles), 7), frameon=False)
-        fig.tight_layout(rect=(0, 0.05, 1, 0.96))
         fig.savefig(path, dpi=DPI)
         plt.close(fig)
     return path
@@ -203,7 +212,8 @@ def composition_figure(
             Patch(color=COMPOSITION_COLOURS[p], label=COMPOSITION_NAMES[p]) for p in COMPOSITION
         ]
         fig.legend(handles=handles, loc="lower center", ncol=len(handles), frameon=False)
-        fig.tight_layout(rect=(0, 0.1, 1, 0.93))
+        height = 1.5 * n + 2.6
+        fig.subplots_adjust(left=0.08, right=0.99, top=1 - 0.9 / height, bottom=1.35 / height)
         fig.savefig(path, dpi=DPI)
         plt.close(fig)
     return path

@@ -1,0 +1,328 @@
+"""``specscope report``: the median-step views on hand-computed synthetic steps, the figures and
+pages built from synthetic and real exports (valid PNGs 1600 px wide, HTML that references only
+files beside it), run-folder and results-DB inputs, new folders per run, one-line errors."""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+import shutil
+import struct
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from eagle_exports import EAGLE_SPEC, build_eagle
+
+from specscope.analysis.composition import (
+    COMPOSITION,
+    OpCategory,
+    gap_timeline,
+    median_step_view,
+    parse_gap,
+    step_composition,
+)
+from specscope.analysis.inputs import resolve_input
+from specscope.analysis.run import analyze
+from specscope.analysis.spec import load_preset
+from specscope.analysis.store import append_run
+from specscope.cli_report import report_cmd
+from specscope.errors import SpecError
+from specscope.reports.markdown import render
+from specscope.reports.report import FILES
+
+DATA = Path(__file__).parent / "data"
+BEFORE, AFTER = DATA / "eagle_node_before.sqlite", DATA / "eagle_node_after.sqlite"
+GAP = "gap_us:draft_extend.replay->draft.replay"
+PNGS = [f for f in FILES if f.endswith(".png")]
+
+
+def png_size(path: Path) -> tuple[int, int]:
+    """(width, height) from the IHDR chunk; asserts the PNG signature and chunk order."""
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", f"{path.name} is not a PNG"
+    assert data[12:16] == b"IHDR"
+    assert data[-8:-4] == b"IEND"
+    return struct.unpack(">II", data[16:24])
+
+
+class _Refs(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.refs: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        for name, value in attrs:
+            if name in ("src", "href") and value:
+                self.refs.append(value)
+
+
+def check_folder(folder: Path, n_inputs: int) -> str:
+    """Every file is there, PNGs are valid and 1600 px wide, the page refers only to them."""
+    assert sorted(p.name for p in folder.iterdir()) == sorted(FILES)
+    for name in PNGS:
+        from PIL import Image
+
+        w, h = png_size(folder / name)
+        assert w == 1600, name
+        assert 300 <= h <= 1600 + 900 * n_inputs, (name, h)
+        with Image.open(folder / name) as im:
+            im.verify()
+    html = (folder / "report.html").read_text()
+    parser = _Refs()
+    parser.feed(html)
+    assert set(PNGS) <= set(parser.refs)
+    for ref in parser.refs:
+        assert not re.match(r"^[a-z]+://|^//", ref), f"the page fetches {ref}"
+        if not ref.startswith("#"):
+            assert (folder / ref).is_file(), f"the page refers to a missing file {ref}"
+    assert "<link" not in html and "@import" not in html  # no stylesheets fetched
+    return html
+
+
+def run_report(*args: str) -> tuple[int, str, str]:
+    r = CliRunner().invoke(report_cmd, list(args))
+    return r.exit_code, r.stdout, r.stderr
+
+
+def only_folder(out: Path) -> Path:
+    (folder,) = out.iterdir()
+    return folder
+
+
+# ---------------------------------------------------------------------------- views
+
+
+def test_gap_timeline_on_hand_computed_steps(write_export):
+    # step k: memcpy [T+700, T+800], draft [T+1500, T+2600], verify [T+3500, T+4500],
+    # extend [T+5500, T+6500]; period 10 us. Gap extend(k-1) -> draft(k) = 1500 + 3500 ns.
+    a = analyze(write_export(build_eagle(5)), EAGLE_SPEC, skip=1)
+    t = gap_timeline(a, 2, GAP, lead_us=1.0, highlight="fused_metadata_copy")
+    assert t.gap_us == pytest.approx(5.0)
+    assert t.gap_us == pytest.approx(a.metrics.frame.loc[2, GAP])
+    # view: 1 us before extend(1) ends (16 500 ns) to the first start of step 3 (30 700 ns)
+    assert (t.start_us, t.end_us) == (-1.0, pytest.approx(14.2))
+    ops = t.ops.drop_duplicates("name", keep="first").set_index("name")
+    assert ops.loc["extend_k", "start_us"] == pytest.approx(-1.0)  # step 1's, clipped by view
+    draft = t.ops[t.ops["name"] == "draft_k"].iloc[0]
+    assert (draft["start_us"], draft["category"]) == (pytest.approx(5.0), "graph kernel")
+    assert t.ops[t.ops["highlight"]]["name"].unique().tolist() == ["fused_metadata_copy_kernel"]
+    memcpy = t.ops[t.ops["category"] == OpCategory.MEMCPY_HTOD.value]
+    assert memcpy["start_us"].round(3).tolist() == [4.2]
+    chosen = t.gaps[(t.gaps["metric"] == GAP) & (t.gaps["step"] == 2)]
+    assert chosen[["start_us", "end_us", "gap_us"]].values.tolist() == [[0.0, 5.0, 5.0]]
+    assert t.anchors["name"].tolist() == [
+        "draft_extend.replay",
+        "draft.replay",
+        "verify.replay",
+        "draft_extend.replay",
+    ]
+    assert t.anchors["end_us"].iloc[0] == 0.0
+
+
+def test_composition_adds_up_to_the_window(write_export):
+    a = analyze(write_export(build_eagle(4)), EAGLE_SPEC)
+    c = step_composition(a, 1)
+    assert list(c.index) == list(COMPOSITION)
+    # window [T+700, T+10700]: graph 1.1 + 1.0 + 1.0 us, memcpy 0.1 us, the rest idle
+    assert c.to_dict() == pytest.approx(
+        {
+            "graph_us": 3.1,
+            "eager_kernel_us": 0.0,
+            "memcpy_us": 0.1,
+            "memset_us": 0.0,
+            "idle_us": 6.8,
+        }
+    )
+    assert c.sum() == pytest.approx(a.metrics.frame.loc[1, "window_us"])
+    assert c["idle_us"] == pytest.approx(a.metrics.frame.loc[1, "idle_us"])
+
+
+def test_composition_counts_overlaps_once_for_the_first_category(write_export):
+    x = build_eagle(2)
+    # an eager kernel half under draft_k (graph) and a memcpy under it: graph wins the overlap
+    corr = x.api("cudaLaunchKernel", 1200, 1210)
+    x.kernel("eager_k", 2400, 2800, corr)
+    corr = x.api("cudaMemcpyAsync", 1220, 1230)
+    x.memcpy("dtod", 8, 2450, 2550, corr)
+    a = analyze(write_export(x), EAGLE_SPEC)
+    c = step_composition(a, 0)
+    assert c["graph_us"] == pytest.approx(3.1)
+    assert c["eager_kernel_us"] == pytest.approx(0.2)  # [2600, 2800]
+    assert c["memcpy_us"] == pytest.approx(0.1)  # the htod copy; the dtod one is under graph
+    assert c.sum() == pytest.approx(a.metrics.frame.loc[0, "window_us"])
+
+
+def test_real_median_step_view_matches_the_metrics():
+    a = analyze(BEFORE, load_preset("eagle"), skip=1)
+    v = median_step_view(a, GAP, highlight="fused_metadata_copy")
+    assert a.metrics.frame[GAP].rank(method="first")[v.step] == 6  # lower middle of 11
+    assert v.timeline.gap_us == pytest.approx(a.metrics.frame.loc[v.step, GAP])
+    for g in v.timeline.gaps.itertuples():
+        if g.step in a.metrics.frame.index:
+            assert g.gap_us == pytest.approx(a.metrics.frame.loc[g.step, g.metric])
+    assert v.composition.sum() == pytest.approx(a.metrics.frame.loc[v.step, "window_us"])
+    assert v.composition["idle_us"] == pytest.approx(a.metrics.frame.loc[v.step, "idle_us"])
+    assert v.timeline.ops["highlight"].sum() == 4  # four fused_metadata_copy kernels
+    ops = v.operations
+    assert ops["count"].sum() == 19 + 7 + 60  # memcpys, eager kernels, graph kernels
+    assert set(ops["category"]) <= {c.value for c in OpCategory}
+
+
+@pytest.mark.parametrize("bad", ["idle_us", "gap_us:a", "gap_us:->b", "cpu_gap_us:a->b"])
+def test_parse_gap_refuses_non_gaps(bad):
+    with pytest.raises(SpecError):
+        parse_gap(bad)
+
+
+def test_median_step_view_names_the_gaps_it_has():
+    a = analyze(BEFORE, load_preset("eagle"), skip=1)
+    with pytest.raises(SpecError, match="gaps of this run: gap_us:"):
+        median_step_view(a, "gap_us:draft.replay->nothing")
+
+
+# ---------------------------------------------------------------------------- the command
+
+
+@pytest.fixture(scope="module")
+def real_report(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("real")
+    code, stdout, stderr = run_report(
+        str(BEFORE), str(AFTER), "--skip", "1", "--min-steps", "5", "--labels", "main,fused",
+        "--out", str(out),
+    )  # fmt: skip
+    assert code == 0, stderr
+    folder = only_folder(out)
+    assert stdout.strip() == str(folder / "report.html")
+    assert re.fullmatch(r"\d{8}-\d{6}-report", folder.name)
+    return folder
+
+
+def test_real_report_folder(real_report):
+    html = check_folder(real_report, 2)
+    assert "specscope report: main vs fused" in html
+    assert 'class="comparison' in html
+    for verdict in ("improved", "no change"):
+        assert f">{verdict}</span>" in html
+    assert "fused_metadata_copy_kernel" in html  # kernel tables
+    assert "specscope report " in html and "--skip 1 --min-steps 5" in html  # reproduce
+    assert "7221cb898c19a420be26c63fd9b877132283923d257460ecd335612532471346" in html
+
+
+def test_real_summary_md_is_the_compare_table_plus_provenance(real_report):
+    from specscope.analysis.compare import compare_runs
+
+    runs = [resolve_input(str(p), load_preset("eagle"), skip=1).run for p in (BEFORE, AFTER)]
+    c = compare_runs([runs[0]], [runs[1]], labels=("main", "fused"), min_steps=5)
+    md = (real_report / "summary.md").read_text()
+    assert render([c]) in md
+    assert md.count("- sha256: `") == 2
+    assert "- median step: `11 (by gap_us:draft_extend.replay->draft.replay)`" in md
+
+
+def test_synthetic_report_three_inputs(eagle_export, tmp_path):
+    paths = [str(eagle_export(6, period=p)) for p in (10_000, 12_000, 9_000)]
+    out = tmp_path / "out"
+    code, _, stderr = run_report(*paths, "--out", str(out), "--min-steps", "3", "--highlight", "")
+    assert code == 0, stderr
+    folder = only_folder(out)
+    html = check_folder(folder, 3)
+    assert html.count('class="comparison') == 2  # Before -> After 1, Before -> After 2
+    assert "Before vs After 1 vs After 2" in html
+
+
+def test_outputs_never_overwrite(real_report):
+    import datetime as dt
+
+    from specscope.reports.report import new_report_dir
+
+    out = real_report.parent
+    now = dt.datetime(2025, 1, 2, 3, 4, 5, tzinfo=dt.timezone.utc)
+    first, second = new_report_dir(out, now), new_report_dir(out, now)
+    assert (first.name, second.name) == ("20250102-030405-report", "20250102-030405-report-2")
+    assert sorted(p.name for p in real_report.iterdir()) == sorted(FILES)  # untouched
+
+
+def test_run_folder_and_results_db_inputs(tmp_path):
+    run_dir = tmp_path / "20250101-000000-after"
+    run_dir.mkdir()
+    shutil.copy(AFTER, run_dir / "report.sqlite")
+    manifest = {
+        "command": ["python3", "loop.py", "--fused"],
+        "label": "after",
+        "status": "ok",
+        "git": {"commit": "abc1234", "dirty": False},
+        "outputs": {"report.sqlite": {"bytes": 1, "sha256": "x"}},
+    }
+    (run_dir / "manifest.json").write_text(json.dumps(manifest))
+    a = analyze(BEFORE, load_preset("eagle"), skip=1)
+    db = tmp_path / "results.sqlite"
+    append_run(db, a.trace, a.steps, a.metrics, a.summary)
+    out = tmp_path / "out"
+    code, _, stderr = run_report(
+        str(db), str(run_dir), "--skip", "1", "--min-steps", "5", "--out", str(out)
+    )
+    assert code == 0, stderr
+    assert "results-database run; no timeline" in stderr
+    folder = only_folder(out)
+    html = check_folder(folder, 2)
+    assert "python3 loop.py --fused" in html  # the manifest and the profiled command
+    assert "&#34;label&#34;: &#34;after&#34;" in html or '"label": "after"' in html
+    assert "a results-database run keeps only per-step metrics" in html
+    md = (folder / "summary.md").read_text()
+    assert "- commit: `abc1234`" in md and "- run folder: `" in md
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["{missing}", "{before}"], "Error:"),
+        (["{before}", "{after}", "--gap", "idle_us"], "not a gap metric"),
+        (["{before}", "{after}", "--gap", "gap_us:x->y"], "no value of 'gap_us:x->y'"),
+        (["{before}", "{after}", "--labels", "a"], "--labels needs 2"),
+        (["{before}"], "at least two inputs"),
+        (["{before}", "{dir}"], "without manifest.json"),
+    ],
+)
+def test_bad_input_is_one_error_line(tmp_path, args, message):
+    subs = {
+        "missing": str(tmp_path / "nope.sqlite"),
+        "before": str(BEFORE),
+        "after": str(AFTER),
+        "dir": str(tmp_path),
+    }
+    out = tmp_path / "out"
+    code, _, stderr = run_report(*[a.format(**subs) for a in args], "--out", str(out))
+    assert code == 2
+    assert message in stderr
+    assert "Traceback" not in stderr
+    assert [line for line in stderr.splitlines() if line.startswith("Error:")] == [
+        next(line for line in stderr.splitlines() if message in line)
+    ]
+    assert not out.exists()  # nothing written before the inputs are good
+
+
+def test_help_ends_with_an_example():
+    out = CliRunner().invoke(report_cmd, ["--help"]).stdout
+    assert "Example: specscope report" in out
+
+
+def test_reports_only_render():
+    """reports/ imports no loader, step finding, metrics computation or analyze()."""
+    forbidden = {
+        "specscope.analysis.loader",
+        "specscope.analysis.steps",
+        "specscope.analysis.run",
+        "specscope.analysis.summary",
+        "specscope.analysis.inputs",
+    }
+    reports = Path(__file__).parents[1] / "specscope" / "reports"
+    for path in reports.glob("*.py"):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module in forbidden:
+                if path.name == "report.py" and node.module == "specscope.analysis.inputs":
+                    continue  # the ReportInput type, for annotations
+                pytest.fail(f"{path.name} imports {node.module}")

@@ -1,0 +1,76 @@
+"""``report.html`` in a real browser: headless Debian chromium over the DevTools protocol.
+
+Every image must load (naturalWidth > 0), the comparison table must be there, and the page may
+request nothing but files beside it. Under ``CI=true`` this test never skips: a missing chromium
+or ``websockets`` fails it. The full-page screenshot is written next to the report.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import struct
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from specscope.cli_report import report_cmd
+
+ROOT = Path(__file__).parents[1]
+DATA = ROOT / "tests" / "data"
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+def _browser_check():
+    spec = importlib.util.spec_from_file_location(
+        "browser_check", ROOT / "scripts/browser_check.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _requirements() -> str | None:
+    """Why the test cannot run here, or None."""
+    if shutil.which("chromium") is None and shutil.which("chromium-browser") is None:
+        return "no chromium on PATH (apt-get install chromium)"
+    if importlib.util.find_spec("websockets") is None:
+        return "websockets is not installed (the dev extra)"
+    return None
+
+
+def test_report_html_in_headless_chromium(tmp_path):
+    why = _requirements()
+    if why is not None:
+        if IN_CI:
+            pytest.fail(f"CI=true and the browser test cannot run: {why}")
+        pytest.skip(why)
+    out = tmp_path / "out"
+    r = CliRunner().invoke(
+        report_cmd,
+        [
+            str(DATA / "eagle_node_before.sqlite"),
+            str(DATA / "eagle_node_after.sqlite"),
+            "--skip", "1", "--min-steps", "5", "--out", str(out),
+        ],
+    )  # fmt: skip
+    assert r.exit_code == 0, r.stderr
+    (folder,) = out.iterdir()
+    bc = _browser_check()
+    shot = folder / "screenshot.png"
+    data = bc.check(folder / "report.html", shot, bc.find_chromium())
+    assert len(data["images"]) == 4
+    for image in data["images"]:
+        assert image["naturalWidth"] > 0, f"{image['src']} did not load"
+        assert image["naturalWidth"] == 1600
+    assert data["comparison_tables"] == 1 and data["comparison_rows"] > 5
+    assert data["title"] == "specscope report: Before vs After"
+    assert data["requests"], "the browser recorded no requests"
+    assert all(u.startswith("file://") for u in data["requests"]), data["requests"]
+    png = shot.read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    width, height = struct.unpack(">II", png[16:24])
+    assert width == 1600 and height > 2000  # the whole page, not the first screen
+    assert data["ok"]
