@@ -95,7 +95,7 @@ def analyze(
     from specscope.analysis.summary import totals as capture_totals
 
     if preset and step_name:
-        raise click.UsageError("give either --preset or --step, not both")
+        raise SpecError("give either --preset or --step (with --anchors), not both")
     spec = load_preset(preset or "eagle") if step_name is None else StepSpec(step=step_name)
     spec = spec.with_overrides(anchors=_csv_list(anchors))
     if domain is not None:

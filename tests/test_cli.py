@@ -200,3 +200,9 @@ def test_every_command_has_help_with_an_example():
             for param in command.params:
                 if isinstance(param, click.Option) and not param.hidden and param.name != "help":
                     assert param.help or param.name == "fmt", f"{name} {param.name}: no help"
+
+
+def test_preset_and_step_together_is_one_error_line(eagle_export):
+    result = run("analyze", eagle_export(3), "--preset", "eagle", "--step", "step", code=2)
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("Error:") and "--preset" in lines[0]
