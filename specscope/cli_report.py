@@ -12,6 +12,7 @@ from pathlib import Path
 import click
 
 from specscope.cli_compare import _one_line_errors, _spec_options, _warn
+from specscope.errors import SpecError
 
 DEFAULT_GAP = "gap_us:draft_extend.replay->draft.replay"
 
@@ -106,7 +107,7 @@ def report_cmd(
         names = ["Before"] + [f"After {i}" for i in range(1, len(inputs))]
     parse_gap(gap)
     if preset and step_name:
-        raise click.UsageError("give either --preset or --step, not both")
+        raise SpecError("give either --preset or --step (with --anchors), not both")
     spec = load_preset(preset or "eagle") if step_name is None else StepSpec(step=step_name)
     if anchors is not None:
         spec = spec.with_overrides(anchors=tuple(a.strip() for a in anchors.split(",") if a))

@@ -284,6 +284,7 @@ def test_run_folder_and_results_db_inputs(tmp_path):
         (["{before}", "{after}", "--labels", "a"], "--labels needs 2"),
         (["{before}"], "at least two inputs"),
         (["{before}", "{dir}"], "without manifest.json"),
+        (["{before}", "{after}", "--preset", "eagle", "--step", "step"], "not both"),
     ],
 )
 def test_bad_input_is_one_error_line(tmp_path, args, message):
