@@ -166,7 +166,7 @@ def ranges(trace: Path, fmt: str) -> None:
     t = load(trace)
     nvtx = t.nvtx.assign(dur_us=(t.nvtx["end_ns"] - t.nvtx["start_ns"]) / 1e3)
     table = (
-        nvtx.groupby(["name", "domain"])
+        nvtx.groupby(["name", "domain"], observed=True)
         .agg(count=("dur_us", "size"), mean_us=("dur_us", "mean"), threads=("tid", "nunique"))
         .reset_index()
         .sort_values(["count", "name"], ascending=[False, True], kind="stable")
@@ -187,8 +187,9 @@ def _register() -> None:
     """Commands that live in their own modules."""
     from specscope.cli_compare import check_cmd, compare_cmd
     from specscope.cli_profile import doctor, profile
+    from specscope.cli_report import report_cmd
 
-    for command in (compare_cmd, check_cmd, profile, doctor):
+    for command in (compare_cmd, check_cmd, profile, doctor, report_cmd):
         cli.add_command(command)
 
 

@@ -183,34 +183,35 @@ class Trace:
             "FROM NVTX_EVENTS WHERE eventType IN (?, ?, ?)",
             (NVTX_PUSHPOP, NVTX_STARTEND, NVTX_DOMAIN_CREATE),
         )
-        raw = pd.DataFrame.from_records(
-            rows, columns=["start_ns", "end_ns", "text", "text_id", "gtid", "domain_id", "etype"]
-        )
-        names = raw["text"].where(raw["text"].notna(), raw["text_id"].map(self.strings))
-        gtid = raw["gtid"].fillna(0).to_numpy(dtype="int64")
-        raw = raw.assign(name=names, pid=(gtid >> 24) & 0xFFFFFF, tid=gtid & 0xFFFFFF)
-        raw["domain_id"] = raw["domain_id"].fillna(0).astype("int64")
-        is_domain = raw["etype"] == NVTX_DOMAIN_CREATE
+        strings = self.strings
+        start = np.array([r[0] for r in rows], dtype=np.int64)
+        end = np.array([-1 if r[1] is None else r[1] for r in rows], dtype=np.int64)
+        names = [r[2] if r[2] is not None else strings.get(r[3], "") for r in rows]
+        gtid = np.array([r[4] or 0 for r in rows], dtype=np.int64)
+        domain_id = np.array([r[5] or 0 for r in rows], dtype=np.int64)
+        etype = np.array([r[6] for r in rows], dtype=np.int64)
+        pid, tid = (gtid >> 24) & _PID_MASK, gtid & _PID_MASK
+        is_domain = etype == NVTX_DOMAIN_CREATE
         domains = {
-            (p, d): n
-            for p, d, n in raw.loc[is_domain, ["pid", "domain_id", "name"]].itertuples(False)
+            (int(pid[i]), int(domain_id[i])): names[i] for i in np.flatnonzero(is_domain)
         }
-        ranges = raw[~is_domain]
-        keys = zip(ranges["pid"], ranges["domain_id"], strict=True)
-        domain = pd.Series([domains.get(k, "") for k in keys], index=ranges.index, dtype=object)
-        unclosed = int(ranges["end_ns"].isna().sum())
-        ranges = ranges.assign(domain=domain)[ranges["end_ns"].notna()]
+        is_range = ~is_domain
+        closed = is_range & np.array([r[1] is not None for r in rows], dtype=bool)
+        unclosed = int(is_range.sum() - closed.sum())
+        keep = np.flatnonzero(closed)
         out = pd.DataFrame(
             {
-                "start_ns": ranges["start_ns"].astype("int64"),
-                "end_ns": ranges["end_ns"].astype("int64"),
-                "name": ranges["name"].fillna("").astype(object),
-                "domain": ranges["domain"],
-                "pid": ranges["pid"].astype("int64"),
-                "tid": ranges["tid"].astype("int64"),
-                "event_type": ranges["etype"].astype("int64"),
+                "start_ns": start[keep],
+                "end_ns": end[keep],
+                "name": _object_categorical([names[i] for i in keep]),
+                "domain": _object_categorical(
+                    [domains.get((int(pid[i]), int(domain_id[i])), "") for i in keep]
+                ),
+                "pid": pid[keep],
+                "tid": tid[keep],
+                "event_type": etype[keep],
             }
-        ).reset_index(drop=True)
+        )
         return out, unclosed
 
     @property
@@ -366,6 +367,12 @@ def _op_label(i: int, strings: dict[int, str]) -> str:
     if i <= -1000:
         return f"[CUDA graph {-1000 - i}]"
     return f"[CUDA memcpy {_MEMCPY_NAMES.get(-10 - i, 'Other')}]"  # as nsys stats names them
+
+
+def _object_categorical(values: list[str]) -> pd.Categorical:
+    """A categorical of Python strings (object categories: cheap to compare and convert)."""
+    categories = pd.Index(sorted(set(values)), dtype=object)
+    return pd.Categorical(values, categories=categories)
 
 
 def _categorical(ids: np.ndarray, strings: dict[int, str]) -> pd.Categorical:

@@ -58,7 +58,8 @@ class Steps:
 
 
 def _closest_names(nvtx: pd.DataFrame, name: str) -> str:
-    names = list(nvtx["name"].value_counts().index)
+    counts = nvtx["name"].value_counts()
+    names = [str(n) for n in counts[counts > 0].index]
     close = difflib.get_close_matches(name, names, n=5, cutoff=0.3) or names[:5]
     return ", ".join(repr(n) for n in close) if close else "none (the trace has no NVTX ranges)"
 
