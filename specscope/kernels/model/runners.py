@@ -1,0 +1,351 @@
+"""Graph runners: static input buffers, an eager input-copy prologue, one graph per bucket.
+
+As in SGLang's CUDA-graph runners, every runner owns static buffers sized for the largest
+bucket; `prepare` (eager, the `*.prepare` NVTX range) copies the step's inputs into them (host
+ints H2D, device tensors D2D), pads the rows up to the bucket with the pad request (pool row
+mapped to the trash page), and refreshes the DSA metadata in place; `replay` (the `*.replay`
+range) launches the bucket's graph, or runs the same forward eagerly without graphs.
+
+    DraftRunner        N - 1 draft forwards in one graph; forward i reads draft backend i
+    VerifyRunner       target forward over bs * T rows (TARGET_VERIFY)
+    DraftExtendRunner  draft forward over bs * T rows, fixed width T (DRAFT_EXTEND); keeps the
+                       last accepted row's token and hidden: the next step's first draft
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from specscope.kernels.backend import DeepseekSparseAttnBackend, DeepseekSparseAttnMultiStepBackend
+from specscope.kernels.ops.attention import DSAForwardInputs, DSAGeometry, ForwardMode
+
+from .cache import ModelCache
+from .toy import ForwardBatch, ToyDSAModel
+
+_DTYPES = {"int32": torch.int32, "int64": torch.int64}
+
+
+def bucket_sizes(max_bs: int) -> list[int]:
+    """Batch-size buckets 1, 2, 4, ... up to the first power of two >= max_bs."""
+    out = [1]
+    while out[-1] < max_bs:
+        out.append(out[-1] * 2)
+    return out
+
+
+class GraphRunner:
+    """Static int inputs by name (`fields`: name -> (entries per request, dtype)), graphs."""
+
+    fields: dict[str, tuple[int, str]] = {}
+    mode: ForwardMode
+
+    def __init__(
+        self,
+        geometry: DSAGeometry,
+        req_to_token: torch.Tensor,  # [max_reqs, L] int32, shared pool
+        buckets: list[int],
+        device: torch.device,
+        use_graphs: bool,
+        pool=None,
+    ) -> None:
+        self.geometry = geometry
+        self.req_to_token = req_to_token
+        self.buckets = buckets
+        self.max_bs = buckets[-1]
+        self.device = device
+        self.use_graphs = use_graphs
+        self.pool = pool
+        self.graphs: dict[int, torch.cuda.CUDAGraph] = {}
+        self.inp = {
+            name: torch.zeros(self.max_bs * width, dtype=_DTYPES[dt], device=device)
+            for name, (width, dt) in self.fields.items()
+        }
+
+    def bucket(self, bs: int) -> int:
+        """The batch size a forward of `bs` requests runs at: its bucket, or bs without graphs."""
+        if not self.use_graphs:
+            return bs
+        for b in self.buckets:
+            if b >= bs:
+                return b
+        raise ValueError(f"bs={bs} exceeds the largest bucket {self.max_bs}")
+
+    def load(self, bs: int, host: dict[str, np.ndarray]) -> None:
+        """Host -> static buffers: one H2D copy per field, its first bs * width entries."""
+        for name, arr in host.items():
+            width = self.fields[name][0]
+            src = torch.from_numpy(np.ascontiguousarray(arr).reshape(-1))
+            self.inp[name][: bs * width].copy_(src, non_blocking=True)
+
+    def forward_inputs(self, bs: int) -> DSAForwardInputs:
+        """The metadata builders' view of the static buffers for `bs` requests."""
+        rows = self.geometry.rows(self.mode, bs)
+        return DSAForwardInputs(
+            req_to_token=self.req_to_token,
+            req_pool_indices=self.inp["req_pool_indices"][:bs],
+            seq_lens=self.inp["seq_lens"][:bs],
+            out_cache_loc=self._meta_locs(bs, rows),
+            positions=self._meta_positions(bs, rows),
+            accept_lens=self.inp["accept_lens"][:bs] if "accept_lens" in self.inp else None,
+        )
+
+    def _meta_locs(self, bs: int, rows: int) -> torch.Tensor:
+        return self.inp["out_cache_loc"][:rows]
+
+    def _meta_positions(self, bs: int, rows: int) -> torch.Tensor:
+        return self.inp["positions"][:rows]
+
+    # -- per runner ---------------------------------------------------------------------------
+    def pad_host(self, bs: int, pad_row: int) -> dict[str, np.ndarray]:
+        """Host inputs of `bs` pad requests (trash slots, shortest valid lengths)."""
+        raise NotImplementedError
+
+    def refresh_metadata(self, bs: int, capture: bool = False) -> None:
+        raise NotImplementedError
+
+    def forward(self, bs: int) -> None:
+        raise NotImplementedError
+
+    # -- graphs -------------------------------------------------------------------------------
+    def capture(self, pad_row: int) -> None:
+        """Capture one graph per bucket on pad inputs (the metadata built first, eagerly)."""
+        for b in self.buckets:
+            self.load(b, self.pad_host(b, pad_row))
+            self.refresh_metadata(b, capture=True)
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                for _ in range(2):
+                    self.forward(b)
+            torch.cuda.current_stream().wait_stream(side)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph, pool=self.pool):
+                self.forward(b)
+            self.graphs[b] = graph
+
+    def replay(self, bs_eff: int) -> None:
+        if self.use_graphs:
+            self.graphs[bs_eff].replay()
+        else:
+            self.forward(bs_eff)
+
+
+def _pad_rows(arr: np.ndarray, bs_eff: int, fill) -> np.ndarray:
+    """Append rows of `fill` to a [bs, ...] array up to bs_eff rows."""
+    if arr.shape[0] >= bs_eff:
+        return arr
+    pad = np.broadcast_to(
+        np.asarray(fill, dtype=arr.dtype), (bs_eff - arr.shape[0],) + arr.shape[1:]
+    )
+    return np.concatenate([arr, pad])
+
+
+class VerifyRunner(GraphRunner):
+    mode = ForwardMode.TARGET_VERIFY
+
+    def __init__(
+        self,
+        model: ToyDSAModel,
+        cache: ModelCache,
+        backend: DeepseekSparseAttnBackend,
+        geometry: DSAGeometry,
+        *args,
+        **kw,
+    ) -> None:
+        t = geometry.num_draft_tokens
+        self.fields = {
+            "req_pool_indices": (1, "int64"),
+            "seq_lens": (1, "int32"),
+            "positions": (t, "int64"),
+            "out_cache_loc": (t, "int64"),
+            "tokens": (t, "int64"),
+        }
+        super().__init__(geometry, *args, **kw)
+        self.model, self.cache = model, cache
+        self.backend = backend
+        rows = self.max_bs * t
+        self.out_tokens = torch.zeros(rows, dtype=torch.int64, device=self.device)  # [rows]
+        self.out_hidden = torch.zeros(rows, model.cfg.hidden, device=self.device)  # [rows, H]
+
+    def pad_host(self, bs: int, pad_row: int) -> dict[str, np.ndarray]:
+        t = self.geometry.num_draft_tokens
+        return {
+            "req_pool_indices": np.full(bs, pad_row, np.int64),
+            "seq_lens": np.full(bs, t + 1, np.int32),
+            "positions": np.tile(np.arange(1, t + 1, dtype=np.int64), bs),
+            "out_cache_loc": np.zeros(bs * t, np.int64),
+            "tokens": np.zeros(bs * t, np.int64),
+        }
+
+    def prepare(
+        self, bs: int, bs_eff: int, host: dict[str, np.ndarray], drafts: torch.Tensor, pad_row: int
+    ) -> None:
+        """host: req_pool_indices, seq_lens, positions, out_cache_loc, tokens (column 0 = the
+        last committed token); drafts [bs, T - 1] int64 on the device fill columns 1..T-1."""
+        t = self.geometry.num_draft_tokens
+        pad = self.pad_host(bs_eff - bs, pad_row)
+        self.load(bs_eff, {k: np.concatenate([v.reshape(-1), pad[k]]) for k, v in host.items()})
+        self.inp["tokens"].view(self.max_bs, t)[:bs, 1:].copy_(drafts)  # D2D
+        self.refresh_metadata(bs_eff)
+
+    def refresh_metadata(self, bs: int, capture: bool = False) -> None:
+        build = (
+            self.backend.init_forward_metadata_capture_cuda_graph
+            if capture
+            else self.backend.init_forward_metadata_replay_cuda_graph
+        )
+        build(self.mode, bs, self.forward_inputs(bs))
+
+    def forward(self, bs: int) -> None:
+        rows = bs * self.geometry.num_draft_tokens
+        batch = ForwardBatch(
+            self.mode, bs, self.inp["tokens"][:rows], self.inp["out_cache_loc"][:rows]
+        )
+        tok, hid = self.model.forward(
+            batch, self.backend.forward_metadata, self.backend.kv_counter, self.cache
+        )
+        self.out_tokens[:rows].copy_(tok)
+        self.out_hidden[:rows].copy_(hid)
+
+
+class DraftExtendRunner(VerifyRunner):
+    mode = ForwardMode.DRAFT_EXTEND
+
+    def __init__(self, model, cache, backend, geometry, *args, **kw) -> None:
+        super().__init__(model, cache, backend, geometry, *args, **kw)
+        self.fields = dict(self.fields, accept_lens=(1, "int32"))
+        self.inp["accept_lens"] = torch.ones(self.max_bs, dtype=torch.int32, device=self.device)
+        t, h = self.geometry.num_draft_tokens, model.cfg.hidden
+        self.hidden_in = torch.zeros(self.max_bs * t, h, device=self.device)  # [rows, H]
+        self.next_token = torch.zeros(self.max_bs, dtype=torch.int64, device=self.device)
+        self.next_hidden = torch.zeros(self.max_bs, h, device=self.device)  # [max_bs, H]
+
+    def pad_host(self, bs: int, pad_row: int) -> dict[str, np.ndarray]:
+        t = self.geometry.num_draft_tokens
+        out = super().pad_host(bs, pad_row)
+        out["positions"] = np.tile(np.full(t, t, dtype=np.int64), bs)  # acc 1: position T
+        out["accept_lens"] = np.ones(bs, np.int32)
+        return out
+
+    def prepare(  # type: ignore[override]
+        self,
+        bs: int,
+        bs_eff: int,
+        host: dict[str, np.ndarray],
+        tokens: torch.Tensor,  # [bs, T] int64: the committed tokens, first accept_lens valid
+        hidden: torch.Tensor,  # [bs * T, H]: the target's hidden of the verify rows
+        pad_row: int,
+    ) -> None:
+        pad = self.pad_host(bs_eff - bs, pad_row)
+        self.load(bs_eff, {k: np.concatenate([v.reshape(-1), pad[k]]) for k, v in host.items()})
+        t = self.geometry.num_draft_tokens
+        self.inp["tokens"][: bs * t].copy_(tokens.reshape(-1))  # D2D
+        self.hidden_in[: bs * t].copy_(hidden)  # D2D
+        self.refresh_metadata(bs_eff)
+
+    def forward(self, bs: int) -> None:
+        t = self.geometry.num_draft_tokens
+        rows = bs * t
+        batch = ForwardBatch(
+            self.mode,
+            bs,
+            self.inp["tokens"][:rows],
+            self.inp["out_cache_loc"][:rows],
+            self.hidden_in[:rows],
+        )
+        tok, hid = self.model.forward(
+            batch, self.backend.forward_metadata, self.backend.kv_counter, self.cache
+        )
+        last = torch.arange(bs, device=self.device) * t + self.inp["accept_lens"][:bs] - 1
+        self.next_token[:bs].copy_(tok[last])
+        self.next_hidden[:bs].copy_(hid[last])
+
+
+class DraftRunner(GraphRunner):
+    """The draft graph: forwards 0..N-2 at positions n..n+N-2; d_0 comes from draft-extend.
+
+    Static inputs are step-major ([steps, max_bs]) so step i's slots are one contiguous row.
+    """
+
+    mode = ForwardMode.DECODE
+
+    def __init__(
+        self,
+        model: ToyDSAModel,
+        cache: ModelCache,
+        backend: DeepseekSparseAttnMultiStepBackend,
+        geometry: DSAGeometry,
+        *args,
+        **kw,
+    ) -> None:
+        self.steps = backend.num_steps
+        self.fields = {
+            "req_pool_indices": (1, "int64"),
+            "seq_lens": (1, "int32"),
+        }
+        super().__init__(geometry, *args, **kw)
+        self.model, self.cache, self.backend = model, cache, backend
+        mb, h = self.max_bs, model.cfg.hidden
+        self.positions = torch.zeros(self.steps, mb, dtype=torch.int64, device=self.device)
+        self.locs = torch.zeros(self.steps, mb, dtype=torch.int64, device=self.device)
+        self.token0 = torch.zeros(mb, dtype=torch.int64, device=self.device)  # [max_bs]
+        self.hidden0 = torch.zeros(mb, h, device=self.device)  # [max_bs, H]
+        self.out_tokens = torch.zeros(mb, self.steps + 1, dtype=torch.int64, device=self.device)
+
+    def _meta_locs(self, bs: int, rows: int) -> torch.Tensor:
+        return self.locs[0, :bs]
+
+    def _meta_positions(self, bs: int, rows: int) -> torch.Tensor:
+        return self.positions[0, :bs]
+
+    def pad_host(self, bs: int, pad_row: int) -> dict[str, np.ndarray]:
+        return {
+            "req_pool_indices": np.full(bs, pad_row, np.int64),
+            "seq_lens": np.full(bs, 2, np.int32),
+            "positions": np.ones((self.steps, bs), np.int64),
+            "locs": np.zeros((self.steps, bs), np.int64),
+        }
+
+    def load(self, bs: int, host: dict[str, np.ndarray]) -> None:
+        host = dict(host)
+        for name, buf in (("positions", self.positions), ("locs", self.locs)):
+            if name in host:
+                arr = host.pop(name)
+                full = np.zeros((self.steps, self.max_bs), np.int64)
+                full[:, : arr.shape[1]] = arr
+                buf.copy_(torch.from_numpy(full), non_blocking=True)  # one H2D per field
+        super().load(bs, host)
+
+    def prepare(
+        self,
+        bs: int,
+        bs_eff: int,
+        host: dict[str, np.ndarray],
+        token0: torch.Tensor,  # [bs] int64
+        hidden0: torch.Tensor,  # [bs, H]
+        pad_row: int,
+    ) -> None:
+        """host: req_pool_indices [bs], seq_lens [bs] (n + 1), positions/locs [steps, bs]."""
+        pad = self.pad_host(bs_eff - bs, pad_row)
+        merged = {
+            k: np.concatenate([v, pad[k]], axis=1 if v.ndim == 2 else 0) for k, v in host.items()
+        }
+        self.load(bs_eff, merged)
+        self.token0[:bs].copy_(token0)  # D2D
+        self.hidden0[:bs].copy_(hidden0)  # D2D
+        self.refresh_metadata(bs_eff)
+
+    def refresh_metadata(self, bs: int, capture: bool = False) -> None:
+        if capture:
+            self.backend.init_forward_metadata_capture_cuda_graph(bs, self.forward_inputs(bs))
+        else:
+            self.backend.init_forward_metadata_replay_cuda_graph(bs, self.forward_inputs(bs))
+
+    def forward(self, bs: int) -> None:
+        tok, hid = self.token0[:bs], self.hidden0[:bs]
+        self.out_tokens[:bs, 0].copy_(tok)
+        for i, b in enumerate(self.backend.backends):
+            batch = ForwardBatch(self.mode, bs, tok, self.locs[i, :bs], hid)
+            tok, hid = self.model.forward(batch, b.forward_metadata, b.kv_counter, self.cache)
+            self.out_tokens[:bs, i + 1].copy_(tok)
