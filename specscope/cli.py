@@ -128,7 +128,7 @@ def analyze(
         if totals:
             t = capture_totals(result.trace)
             data["totals"] = {k: v.reset_index().to_dict("records") for k, v in t.items()}
-        click.echo(json.dumps(data, indent=1))
+        click.echo(json.dumps(data))  # compact: the C encoder (indent= falls back to Python)
         return
     if fmt == "csv":
         click.echo(result.metrics.frame.to_csv(), nl=False)

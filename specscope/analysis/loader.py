@@ -239,18 +239,13 @@ class Trace:
         cols = ["start_ns", "end_ns", "pid", "tid", "correlation_id", "name"]
         if not self.has("CUPTI_ACTIVITY_KIND_RUNTIME"):
             return pd.DataFrame(columns=cols)
-        sql = (
-            "SELECT start, end, globalTid, coalesce(correlationId, 0), nameId"
-            " FROM CUPTI_ACTIVITY_KIND_RUNTIME"
-        )
+        start, end, gtid, corr, name_id = self._runtime
         if names is None:
             ids = {i: _VERSION_SUFFIX.sub("", v) for i, v in self.strings.items()}
         else:
             ids = self.api_name_ids(names)
-            if not ids:
-                return pd.DataFrame(columns=cols)
-            sql += f" WHERE nameId IN ({','.join(str(int(i)) for i in ids)})"
-        start, end, gtid, corr, name_id = self.int_columns(sql, 5)
+            sel = np.isin(name_id, np.fromiter(ids, dtype=np.int64, count=len(ids)))
+            start, end, gtid, corr, name_id = (c[sel] for c in self._runtime)
         return pd.DataFrame(
             {
                 "start_ns": start,
@@ -261,6 +256,15 @@ class Trace:
                 "name": _categorical(name_id, ids),
             },
             columns=cols,
+        )
+
+    @cached_property
+    def _runtime(self) -> list[np.ndarray]:
+        """start, end, globalTid, correlationId, nameId of every CUDA API call (one scan)."""
+        return self.int_columns(
+            "SELECT start, end, globalTid, coalesce(correlationId, 0), nameId"
+            " FROM CUPTI_ACTIVITY_KIND_RUNTIME",
+            5,
         )
 
     @cached_property
@@ -324,11 +328,7 @@ class Trace:
         tid = np.full(len(pid), -1, dtype=np.int64)
         if not self.has("CUPTI_ACTIVITY_KIND_RUNTIME") or not len(pid):
             return start, tid
-        a_start, a_gtid, a_corr = self.int_columns(
-            "SELECT start, globalTid, correlationId FROM CUPTI_ACTIVITY_KIND_RUNTIME"
-            " WHERE correlationId > 0",
-            3,
-        )
+        a_start, _, a_gtid, a_corr, _ = self._runtime
         a_keys = (((a_gtid >> 24) & _PID_MASK) << _CORR_BITS) | a_corr
         keys = (pid << _CORR_BITS) | corr
         order = np.argsort(a_keys, kind="stable")
