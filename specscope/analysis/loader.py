@@ -192,9 +192,7 @@ class Trace:
         etype = np.array([r[6] for r in rows], dtype=np.int64)
         pid, tid = (gtid >> 24) & _PID_MASK, gtid & _PID_MASK
         is_domain = etype == NVTX_DOMAIN_CREATE
-        domains = {
-            (int(pid[i]), int(domain_id[i])): names[i] for i in np.flatnonzero(is_domain)
-        }
+        domains = {(int(pid[i]), int(domain_id[i])): names[i] for i in np.flatnonzero(is_domain)}
         is_range = ~is_domain
         closed = is_range & np.array([r[1] is not None for r in rows], dtype=bool)
         unclosed = int(is_range.sum() - closed.sum())
