@@ -142,6 +142,21 @@ class LoopConfig:
         )
 
 
+def simulated_accept_len(mean: float, t: int, seed: int, rid: int, step: int) -> int:
+    """Accept length of request `rid` at its decode step `step`, in 1..t, with mean `mean`.
+
+    floor(mean + u) (u uniform in [0, 1): mean exactly `mean`), then -1 or +1 with probability
+    1/4 each when both stay in 1..t (symmetric: the mean is kept). A function of the seed, the
+    request and its step only, so batch composition never changes it.
+    """
+    rng = np.random.default_rng([seed, rid, step])
+    a = min(t, max(1, math.floor(mean + rng.random())))
+    x = rng.random()
+    if a - 1 >= 1 and a + 1 <= t:
+        a += -1 if x < 0.25 else (1 if x >= 0.75 else 0)
+    return a
+
+
 @dataclass
 class Request:
     rid: int
@@ -198,7 +213,7 @@ class EagleLoop:
         )
         g = self.geometry = cfg.geometry(sms)
         self.T = g.num_draft_tokens
-        self.buckets = bucket_sizes(cfg.bs) if cfg.use_graphs else [cfg.bs]
+        self.buckets = bucket_sizes(cfg.bs)  # static buffers: the largest bucket, graphs or not
         max_bs = self.buckets[-1]
         self.pool = PagePool(2 * max_bs + 1, g.page_size, g.page_table_width, cfg.seed, dev)
         self.target = ToyDSAModel(
@@ -338,17 +353,12 @@ class EagleLoop:
         return torch.cat([acc[:, None], new], 1).cpu().numpy()  # the host sync
 
     def _sim_accept_lens(self) -> np.ndarray:
-        """Per request: floor(m + u), then +-1 w.p. 1/4 each when both stay in 1..T (mean m)."""
-        m, t = self.cfg.accept_len, self.T
-        out = []
-        for r in self.requests:
-            rng = np.random.default_rng([self.cfg.seed, r.rid, r.steps])
-            a = min(t, max(1, math.floor(m + rng.random())))
-            x = rng.random()
-            if a - 1 >= 1 and a + 1 <= t:
-                a += -1 if x < 0.25 else (1 if x >= 0.75 else 0)
-            out.append(a)
-        return np.array(out, np.int64)
+        cfg = self.cfg
+        lens = [
+            simulated_accept_len(cfg.accept_len, self.T, cfg.seed, r.rid, r.steps)
+            for r in self.requests
+        ]
+        return np.array(lens, np.int64)
 
     def _commit(self, fetched: np.ndarray) -> list[int]:
         lens = []
