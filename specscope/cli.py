@@ -188,8 +188,9 @@ def _register() -> None:
     from specscope.cli_compare import check_cmd, compare_cmd
     from specscope.cli_profile import doctor, profile
     from specscope.cli_report import report_cmd
+    from specscope.cli_run import run
 
-    for command in (compare_cmd, check_cmd, profile, doctor, report_cmd):
+    for command in (compare_cmd, check_cmd, profile, doctor, report_cmd, run):
         cli.add_command(command)
 
 
