@@ -13,6 +13,7 @@ from pathlib import Path
 import click
 import pandas as pd
 
+from specscope.cli_common import spec_from_options, spec_options, warn
 from specscope.errors import SpecError, SpecscopeError
 
 
@@ -41,26 +42,13 @@ def _csv_list(value: str | None) -> tuple[str, ...] | None:
     return None if value is None else tuple(v.strip() for v in value.split(",") if v.strip())
 
 
-def _warn(message: str) -> None:
-    click.echo(f"warning: {message}", err=True)
-
-
 def _fmt(df: pd.DataFrame) -> str:
     return df.to_string(float_format=lambda x: f"{x:.1f}", na_rep="n/a")
 
 
 @cli.command()
 @click.argument("trace", type=click.Path(path_type=Path))
-@click.option("--preset", default=None, help="Step spec preset (default: eagle).")
-@click.option("--step", "step_name", default=None, help="Name of the NVTX range around a step.")
-@click.option("--anchors", default=None, help="Comma-separated anchor ranges, in step order.")
-@click.option("--domain", default=None, help="NVTX domain of the ranges ('' for any domain).")
-@click.option("--skip", default=0, show_default=True, type=click.IntRange(min=0),
-              help="Warm-up steps to drop.")  # fmt: skip
-@click.option("--count-kernels", multiple=True, metavar="REGEX",
-              help="Count kernels matching REGEX per step (repeatable).")  # fmt: skip
-@click.option("--pid", type=int, default=None, help="Process whose steps to use.")
-@click.option("--device", type=int, default=None, help="GPU whose work to measure.")
+@spec_options
 @click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table",
               show_default=True)  # fmt: skip
 @click.option("--db", type=click.Path(path_type=Path), default=None,
@@ -90,18 +78,10 @@ def analyze(
     Example: specscope analyze trace.sqlite --preset eagle --skip 2 --format json
     """
     from specscope.analysis.run import analyze as run_analysis
-    from specscope.analysis.spec import StepSpec, load_preset
     from specscope.analysis.summary import kernel_timeline, median_step
     from specscope.analysis.summary import totals as capture_totals
 
-    if preset and step_name:
-        raise SpecError("give either --preset or --step (with --anchors), not both")
-    spec = load_preset(preset or "eagle") if step_name is None else StepSpec(step=step_name)
-    spec = spec.with_overrides(anchors=_csv_list(anchors))
-    if domain is not None:
-        spec = spec.with_overrides(domain=domain or None)
-        if domain == "":
-            spec = StepSpec(spec.step, spec.anchors, None, spec.count_kernels)
+    spec = spec_from_options(preset, step_name, anchors, domain)
     result = run_analysis(
         trace, spec, skip=skip, pid=pid, device=device, count_kernels=count_kernels
     )
@@ -111,17 +91,17 @@ def analyze(
             "per-step metrics (`--format csv` shows their names)"
         )
     for note in result.metrics.notes:
-        _warn(note)
+        warn(note)
     reasons: dict[str, list[str]] = {}
     for metric, why in result.metrics.unavailable.items():
         reasons.setdefault(why, []).append(metric)
     for why, metrics in reasons.items():
-        _warn(f"{len(metrics)} GPU metric(s) unavailable: {why}")
+        warn(f"{len(metrics)} GPU metric(s) unavailable: {why}")
     if db is not None:
         from specscope.analysis.store import append_run
 
         run_id = append_run(db, result.trace, result.steps, result.metrics, result.summary)
-        _warn(f"appended run {run_id} to {db}")
+        warn(f"appended run {run_id} to {db}")
 
     if fmt == "json":
         data = result.to_json()
@@ -145,7 +125,7 @@ def analyze(
             click.echo(f"\n{name} (whole capture)\n{_fmt(frame)}")
     if timeline:
         if result.metrics.window_start_ns is None:
-            _warn("no kernel timeline: the steps have no GPU work")
+            warn("no kernel timeline: the steps have no GPU work")
             return
         step = median_step(result.metrics, median_by)
         click.echo(f"\nkernel timeline of step {step} (median {median_by})")
@@ -172,9 +152,9 @@ def ranges(trace: Path, fmt: str) -> None:
         .sort_values(["count", "name"], ascending=[False, True], kind="stable")
     )
     if t.unclosed_ranges:
-        _warn(f"{t.unclosed_ranges} NVTX range(s) never closed were ignored")
+        warn(f"{t.unclosed_ranges} NVTX range(s) never closed were ignored")
     if table.empty:
-        _warn(f"{trace}: the export has no NVTX ranges (was it recorded with -t nvtx?)")
+        warn(f"{trace}: the export has no NVTX ranges (was it recorded with -t nvtx?)")
     if fmt == "json":
         click.echo(json.dumps(table.to_dict("records"), indent=1))
     elif fmt == "csv":

@@ -14,7 +14,6 @@ Input references (RUN, for both commands):
 
 from __future__ import annotations
 
-import functools
 import json
 import math
 from pathlib import Path
@@ -22,69 +21,15 @@ from pathlib import Path
 import click
 import pandas as pd
 
-from specscope.errors import SpecscopeError
-
-
-def _one_line_errors(f):
-    """Turn SpecscopeError into click's one-line ``Error:`` with the error's exit code."""
-
-    @functools.wraps(f)
-    def wrapper(*args, **kwargs):
-        try:
-            return f(*args, **kwargs)
-        except SpecscopeError as e:
-            err = click.ClickException(str(e))
-            err.exit_code = e.exit_code
-            raise err from None
-
-    return wrapper
-
-
-def _spec_options(f):
-    """The step-spec and analysis options of ``specscope analyze``, for exports."""
-    options = [
-        click.option("--preset", default=None, help="Step spec preset (default: eagle)."),
-        click.option("--step", "step_name", default=None, help="NVTX range around a step."),
-        click.option("--anchors", default=None, help="Comma-separated anchor ranges."),
-        click.option("--domain", default=None, help="NVTX domain of the ranges ('' for any)."),
-        click.option(
-            "--skip",
-            default=0,
-            show_default=True,
-            type=click.IntRange(min=0),
-            help="Warm-up steps to drop from each export.",
-        ),  # fmt: skip
-        click.option(
-            "--count-kernels",
-            multiple=True,
-            metavar="REGEX",
-            help="Count kernels matching REGEX per step (repeatable).",
-        ),  # fmt: skip
-        click.option("--pid", type=int, default=None, help="Process whose steps to use."),
-        click.option("--device", type=int, default=None, help="GPU whose work to measure."),
-    ]
-    for option in reversed(options):
-        f = option(f)
-    return f
+from specscope.cli_common import one_line_errors, spec_from_options, spec_options, warn
 
 
 def _load(refs, preset, step_name, anchors, domain, skip, count_kernels, pid, device) -> list:
     from specscope.analysis.compare import load_run
-    from specscope.analysis.spec import StepSpec, load_preset
 
-    if preset and step_name:
-        raise click.UsageError("give either --preset or --step, not both")
-    spec = load_preset(preset or "eagle") if step_name is None else StepSpec(step=step_name)
-    if anchors is not None:
-        spec = spec.with_overrides(anchors=tuple(a.strip() for a in anchors.split(",") if a))
-    if domain is not None:
-        spec = StepSpec(spec.step, spec.anchors, domain or None, spec.count_kernels)
+    spec = spec_from_options(preset, step_name, anchors, domain)
     kw = {"skip": skip, "pid": pid, "device": device, "count_kernels": tuple(count_kernels)}
     return [load_run(ref, spec, **kw) for ref in refs]
-
-
-def _warn(message: str) -> None:
-    click.echo(f"warning: {message}", err=True)
 
 
 def _num(x):
@@ -209,7 +154,7 @@ def _comparison_json(c) -> dict:
     default=None,
     help="Comma-separated side labels (default: Before,After or After 1, ...).",
 )
-@_spec_options
+@spec_options
 @click.option("--format", "fmt", type=click.Choice(["table", "markdown", "json"]),
               default="table", show_default=True)  # fmt: skip
 @click.option("--metrics", "metric_list", default=None,
@@ -229,7 +174,7 @@ def _comparison_json(c) -> dict:
 @click.option("--bootstrap", "n_boot", default=2000, show_default=True,
               type=click.IntRange(min=100), help="Bootstrap resamples.")  # fmt: skip
 @click.option("--seed", default=0, show_default=True, type=int, help="Bootstrap seed.")
-@_one_line_errors
+@one_line_errors
 def compare_cmd(
     inputs: tuple[str, ...],
     before_refs: tuple[str, ...],
@@ -305,12 +250,12 @@ def compare_cmd(
         for check in c.checks:
             if check.level is Level.WARNING and check.message not in warned:
                 warned.add(check.message)
-                _warn(check.message)
+                warn(check.message)
     inconclusive = sum(
         (c.metrics["verdict"].map(lambda v: v.value) == "inconclusive").sum() for c in comparisons
     )
     if inconclusive:
-        _warn(
+        warn(
             f"{inconclusive} metric(s) inconclusive: fewer than {min_steps} steps on a side; "
             "capture more steps, pool repeated runs, or lower --min-steps"
         )
@@ -365,8 +310,8 @@ def compare_cmd(
 @click.option("--junit", "junit_path", type=click.Path(path_type=Path), default=None,
               help="Also write the results as JUnit XML to this new file.")  # fmt: skip
 @click.option("--force", is_flag=True, help="Overwrite an existing --junit file.")
-@_spec_options
-@_one_line_errors
+@spec_options
+@one_line_errors
 def check_cmd(
     runs: tuple[str, ...],
     thresholds_path: str,
@@ -416,7 +361,7 @@ def check_cmd(
         require_comparable(checks)
         for c in checks:
             if c.level is Level.WARNING:
-                _warn(c.message)
+                warn(c.message)
     summary = pooled_summary([r.frame for r in measured])
     base_summary = pooled_summary([r.frame for r in baseline]) if baseline else None
     results = evaluate(rules, summary, base_summary)

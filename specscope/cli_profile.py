@@ -7,27 +7,13 @@ themselves, so they behave the same standalone (``CliRunner``) and on the main g
 from __future__ import annotations
 
 import codecs
-import functools
 import json
 from pathlib import Path
 
 import click
 
-from specscope.errors import SpecscopeError
+from specscope.cli_common import one_line_errors
 from specscope.profiler.flags import CAPTURE_RANGES, GRAPH_TRACE_MODES, ProfileFlags, parse_trace
-
-
-def _one_line_errors(f):
-    @functools.wraps(f)
-    def wrapper(*args, **kwargs):
-        try:
-            return f(*args, **kwargs)
-        except SpecscopeError as e:
-            err = click.ClickException(str(e))
-            err.exit_code = e.exit_code
-            raise err from None
-
-    return wrapper
 
 
 def _warn(message: str) -> None:
@@ -95,7 +81,7 @@ def _echoer():
     help="Results database for --analyze (default: RUN/results.sqlite).",
 )
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
-@_one_line_errors
+@one_line_errors
 def profile(
     label: str | None,
     out: Path,
@@ -156,7 +142,7 @@ def profile(
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--nsys", "nsys_path", default=None, metavar="PATH", help="nsys to check.")
 @click.option("--no-probe", is_flag=True, help="Skip the tiny profile-and-export check.")
-@_one_line_errors
+@one_line_errors
 def doctor(nsys_path: str | None, no_probe: bool) -> None:
     """Check nsys, its importer, a real NVTX profile+export, the GPU and package versions.
 

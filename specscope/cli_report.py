@@ -11,8 +11,7 @@ from pathlib import Path
 
 import click
 
-from specscope.cli_compare import _one_line_errors, _spec_options, _warn
-from specscope.errors import SpecError
+from specscope.cli_common import one_line_errors, spec_from_options, spec_options, warn
 
 DEFAULT_GAP = "gap_us:draft_extend.replay->draft.replay"
 
@@ -41,7 +40,7 @@ def _command_line(head: list[str], labels: list[str], options: dict) -> str:
 @click.option("--out", "out", type=click.Path(path_type=Path), default=Path("specscope-reports"),
               show_default=True,
               help="Folder that gets a new <time>-report subfolder (never reused).")  # fmt: skip
-@_spec_options
+@spec_options
 @click.option("--gap", default=DEFAULT_GAP, show_default=True,
               help="Gap metric that picks the median steps and aligns the timeline.")  # fmt: skip
 @click.option("--lead", "lead_us", default=40.0, show_default=True,
@@ -54,7 +53,7 @@ def _command_line(head: list[str], labels: list[str], options: dict) -> str:
 @click.option("--min-steps", default=20, show_default=True, type=click.IntRange(min=1),
               help="Fewer steps on a side make a metric 'inconclusive'.")  # fmt: skip
 @click.option("--seed", default=0, show_default=True, type=int, help="Bootstrap seed.")
-@_one_line_errors
+@one_line_errors
 def report_cmd(
     inputs: tuple[str, ...],
     labels: str | None,
@@ -90,7 +89,6 @@ def report_cmd(
     from specscope.analysis.compare import compare_runs
     from specscope.analysis.composition import median_step_view, parse_gap
     from specscope.analysis.inputs import resolve_input
-    from specscope.analysis.spec import StepSpec, load_preset
     from specscope.reports.report import new_report_dir, write_report
 
     if len(inputs) < 2:
@@ -106,13 +104,7 @@ def report_cmd(
     else:
         names = ["Before"] + [f"After {i}" for i in range(1, len(inputs))]
     parse_gap(gap)
-    if preset and step_name:
-        raise SpecError("give either --preset or --step (with --anchors), not both")
-    spec = load_preset(preset or "eagle") if step_name is None else StepSpec(step=step_name)
-    if anchors is not None:
-        spec = spec.with_overrides(anchors=tuple(a.strip() for a in anchors.split(",") if a))
-    if domain is not None:
-        spec = StepSpec(spec.step, spec.anchors, domain or None, spec.count_kernels)
+    spec = spec_from_options(preset, step_name, anchors, domain)
     kw = {"skip": skip, "pid": pid, "device": device, "count_kernels": tuple(count_kernels)}
 
     resolved = [resolve_input(ref, spec, **kw) for ref in inputs]
@@ -129,9 +121,9 @@ def report_cmd(
     ]
     for r in resolved:
         for note in r.run.notes:
-            _warn(f"{r.ref}: {note}")
+            warn(f"{r.ref}: {note}")
         if r.analysis is None:
-            _warn(f"{r.ref}: a results-database run; no timeline or composition for it")
+            warn(f"{r.ref}: a results-database run; no timeline or composition for it")
 
     options = {
         "--preset": preset,

@@ -7,11 +7,11 @@ behaves the same standalone (``CliRunner``) and on the main group.
 
 from __future__ import annotations
 
-import functools
 from pathlib import Path
 
 import click
 
+from specscope.cli_common import one_line_errors
 from specscope.errors import SpecscopeError
 
 VARIANTS = ("ordinary", "kpool_fused", "draft_alias", "env")
@@ -24,19 +24,6 @@ JSON_FIELDS = (
     "draft_metadata_bytes",
     "tokens_sha256",
 )
-
-
-def _one_line_errors(f):
-    @functools.wraps(f)
-    def wrapper(*args, **kwargs):
-        try:
-            return f(*args, **kwargs)
-        except SpecscopeError as e:
-            err = click.ClickException(str(e))
-            err.exit_code = e.exit_code
-            raise err from None
-
-    return wrapper
 
 
 def _default_device() -> str:
@@ -139,20 +126,22 @@ def _describe(r) -> str:
     type=int,
     help="speculative_num_steps N: N - 1 draft forwards, T = N + 1 verify rows.",
 )
-@click.option("--seed", default=0, show_default=True, type=int)
-@click.option("--hidden", default=1024, show_default=True, type=int)
+@click.option("--seed", default=0, show_default=True, type=int,
+              help="Seed of the weights, prompts and simulated acceptance.")  # fmt: skip
+@click.option("--hidden", default=1024, show_default=True, type=int, help="Model width.")
 @click.option("--layers", default=4, show_default=True, type=int, help="Target model layers.")
-@click.option("--draft-layers", default=1, show_default=True, type=int)
-@click.option("--vocab", default=1024, show_default=True, type=int)
-@click.option("--page-size", default=64, show_default=True, type=int)
-@click.option("--index-topk", default=2048, show_default=True, type=int)
+@click.option("--draft-layers", default=1, show_default=True, type=int, help="Draft model layers.")
+@click.option("--vocab", default=1024, show_default=True, type=int, help="Vocabulary size.")
+@click.option("--page-size", default=64, show_default=True, type=int, help="KV page size P.")
+@click.option("--index-topk", default=2048, show_default=True, type=int,
+              help="Keys each query attends to (K).")  # fmt: skip
 @click.option(
     "--max-new-tokens",
     default=None,
     type=int,
     help="Finish a request after this many tokens and admit a new one.",
 )
-@_one_line_errors
+@one_line_errors
 def run(
     variant: str,
     bs: int,
