@@ -298,9 +298,8 @@ class Trace:
             self.int_columns(" UNION ALL ".join(parts), 12)
         )
         api_start, api_tid = self._launches(pid, corr)
-        copy_kind = np.select(
-            [kind != 1, copy == 1, copy == 2, copy == 8], [None, "htod", "dtoh", "dtod"], "other"
-        )
+        # codes of COPY_KINDS; -1 (missing) for everything that is not a memcpy
+        copy_code = np.select([kind != 1, copy == 1, copy == 2, copy == 8], [-1, 0, 1, 2], 3)
         return pd.DataFrame(
             {
                 "start_ns": start,
@@ -311,9 +310,13 @@ class Trace:
                 "correlation_id": corr,
                 "name": _categorical(short, self.strings),
                 "full_name": _categorical(full, self.strings),
-                "kind": pd.Categorical.from_codes(kind.astype("int32"), categories=KINDS),
+                "kind": pd.Categorical.from_codes(
+                    kind.astype("int8"), categories=pd.Index(KINDS, dtype=object)
+                ),
                 "in_graph": graph.astype(bool),
-                "copy_kind": pd.Categorical(copy_kind, categories=COPY_KINDS),
+                "copy_kind": pd.Categorical.from_codes(
+                    copy_code.astype("int8"), categories=pd.Index(COPY_KINDS, dtype=object)
+                ),
                 "bytes": nbytes,
                 "api_start_ns": api_start,
                 "api_tid": api_tid,
@@ -378,7 +381,8 @@ def _categorical(ids: np.ndarray, strings: dict[int, str]) -> pd.Categorical:
     labels = [_op_label(int(i), strings) for i in uniq]
     if len(set(labels)) < len(labels):  # two codes with one label: merge through the labels
         return pd.Categorical(np.asarray(labels, dtype=object)[inverse])
-    return pd.Categorical.from_codes(inverse.astype("int32"), categories=pd.Index(labels))
+    categories = pd.Index(labels, dtype=object)
+    return pd.Categorical.from_codes(inverse.astype("int32"), categories=categories)
 
 
 def load(path: str | Path) -> Trace:
