@@ -25,7 +25,7 @@ from specscope.cli_common import one_line_errors, spec_from_options, spec_option
 
 
 def _load(refs, preset, step_name, anchors, domain, skip, count_kernels, pid, device) -> list:
-    from specscope.analysis.compare import load_run
+    from specscope.analysis.runs import load_run
 
     spec = spec_from_options(preset, step_name, anchors, domain)
     kw = {"skip": skip, "pid": pid, "device": device, "count_kernels": tuple(count_kernels)}

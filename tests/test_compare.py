@@ -17,7 +17,6 @@ from specscope.analysis.compare import (
     IncomparableError,
     KernelChange,
     Level,
-    Run,
     Verdict,
     bootstrap_ci,
     comparability,
@@ -25,10 +24,9 @@ from specscope.analysis.compare import (
     compare_runs,
     direction,
     kernel_diff,
-    load_run,
-    read_manifest,
     side_stats,
 )
+from specscope.analysis.runs import Run, load_run, read_manifest
 from specscope.analysis.spec import load_preset
 from specscope.analysis.store import append_run
 from specscope.cli_compare import compare_cmd

@@ -9,7 +9,8 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from specscope.analysis.compare import Run, compare_runs
+from specscope.analysis.compare import compare_runs
+from specscope.analysis.runs import Run
 from specscope.cli_compare import compare_cmd
 from specscope.reports.markdown import (
     DEFAULT_ROWS,

@@ -9,7 +9,7 @@
   stored per-step metrics only (no operations, so no timeline or composition);
 - anything else is analysed as an nsys export.
 
-An export is analysed once; the :class:`~specscope.analysis.compare.Run` that comparisons use
+An export is analysed once; the :class:`~specscope.analysis.runs.Run` that comparisons use
 and the :class:`~specscope.analysis.run.Analysis` that the median-step views use come from the
 same analysis.
 """
@@ -20,11 +20,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-import pandas as pd
-
-from specscope.analysis.compare import Run, is_results_db, load_run, read_manifest
 from specscope.analysis.run import Analysis, analyze
+from specscope.analysis.runs import Run, is_results_db, load_run, run_from_analysis
 from specscope.analysis.spec import StepSpec
 from specscope.errors import SpecscopeError
 from specscope.profiler.manifest import sha256_file
@@ -43,35 +40,6 @@ class ReportInput:
     run_dir: Path | None = None
     manifest: dict | None = None
     sha256: str | None = None  # of the export
-
-
-def run_from_analysis(path: Path, a: Analysis) -> Run:
-    """The :class:`Run` of an analysed export (as :func:`compare.run_from_export` builds it)."""
-    ops = a.steps.ops
-    ops = ops[np.isin(ops["step"].to_numpy(), a.steps.kept)]
-    ops = pd.DataFrame(
-        {
-            "step": ops["step"].to_numpy(),
-            "name": ops["name"].astype(str).to_numpy(),
-            "kind": ops["kind"].astype(str).to_numpy(),
-            "dur_us": (ops["end_ns"] - ops["start_ns"]).to_numpy() / 1e3,
-        }
-    )
-    manifest = read_manifest(path)
-    return Run(
-        source=str(path),
-        frame=a.metrics.frame,
-        capture_mode=a.trace.capture_mode.value,
-        gpu=a.gpu,
-        nsys_version=a.trace.nsys_version,
-        spec=a.steps.spec.to_dict(),
-        skip=a.steps.skipped,
-        unavailable=dict(a.metrics.unavailable),
-        ops=ops,
-        batch_size=manifest.get("batch_size"),
-        commit=manifest.get("commit"),
-        notes=list(a.metrics.notes),
-    )
 
 
 def run_folder_export(run_dir: Path) -> tuple[Path, dict]:

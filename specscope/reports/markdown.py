@@ -20,7 +20,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from specscope.analysis.compare import Comparison, Run
+from specscope.analysis.compare import Comparison
+from specscope.analysis.runs import Run
 
 # The one mapping from metric names to the names people write in PRs; others show raw.
 DISPLAY_NAMES = {
