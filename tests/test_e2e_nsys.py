@@ -111,3 +111,23 @@ def test_doctor_with_real_nsys(nsys, monkeypatch):
     for name in ("nsys", "sqlite", "importer", "nvtx", "export"):
         assert lines[name].startswith("ok"), lines[name]
     assert "read back 3 NVTX ranges" in lines["export"]
+
+
+def test_profile_the_eagle_loop(nsys, tmp_path):
+    """`specscope run` on the CPU (eager, ordinary metadata path) under real nsys: every phase of
+    every step is in the export and the eagle preset finds the steps."""
+    pytest.importorskip("torch")
+    loop = [sys.executable, "-m", "specscope", "run", "--device", "cpu", "--no-graphs"]
+    loop += ["--variant", "ordinary", "--bs", "1", "--steps", "4", "--warmup", "1"]
+    loop += ["--context", "512", "--hidden", "64", "--layers", "1", "--index-topk", "128"]
+    args = ["--label", "loop", "--out", str(tmp_path), "--nsys", str(nsys.path)]
+    args += ["--trace", "nvtx", "--capture-range", "none", "--analyze", "eagle"]
+    r = CliRunner().invoke(profile, [*args, "--", *loop])
+    assert r.exit_code == 0, r.output
+    (run_dir,) = tmp_path.glob("*-loop")
+    analysis = json.loads((run_dir / "analysis.json").read_text())
+    assert analysis["steps"] == 5  # 1 warm-up + 4 measured: no capture range on the CPU
+    for phase in PHASES:
+        assert analysis["summary"][f"cpu_us:{phase}"]["p50"] > 0, phase
+    for pair in ("draft_extend.replay->draft.replay", "draft.replay->verify.replay"):
+        assert analysis["summary"][f"cpu_gap_us:{pair}"]["n"] >= 4, pair
