@@ -449,3 +449,33 @@ def test_commands_have_help():
     for cmd in (profile, doctor):
         r = CliRunner().invoke(cmd, ["--help"])
         assert r.exit_code == 0 and "Example:" in r.output
+
+
+def test_ctrl_c_leaves_a_usable_folder(fake_env, tmp_path):
+    """Ctrl-C (SIGINT to the foreground process group) while the command runs: exit 130, one
+    error line, and a run folder whose manifest says 'interrupted' and keeps the command's log."""
+    import signal
+    import subprocess
+    import time
+
+    marker = tmp_path / "started"
+    child = f"import pathlib, time; pathlib.Path({str(marker)!r}).touch(); time.sleep(60)"
+    cmd = [sys.executable, "-m", "specscope", "profile", "--label", "cc", "--out", "runs"]
+    proc = subprocess.Popen(
+        [*cmd, "--", sys.executable, "-c", child],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )  # fmt: skip
+    for _ in range(600):  # wait (at most 60 s) until the profiled command runs
+        if marker.exists() or proc.poll() is not None:
+            break
+        time.sleep(0.1)
+    assert marker.exists(), proc.communicate()
+    os.killpg(proc.pid, signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, (out, err)
+    assert "Traceback" not in err
+    assert [line for line in err.splitlines() if line.startswith("Error:")], err
+    (run_dir,) = (fake_env / "runs").glob("*-cc")
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["status"] == "interrupted"
+    assert (run_dir / "command.log").is_file()
