@@ -41,7 +41,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from specscope.analysis.sqlread import columnar_connection, int_columns, readonly_uri
+from specscope.analysis import progress
+from specscope.analysis.sqlread import (
+    columnar_connection,
+    int_columns,
+    int_columns_many,
+    read_threads,
+    readonly_uri,
+    rowid_ranges,
+)
 from specscope.errors import TraceError
 
 NVTX_PUSHPOP, NVTX_STARTEND, NVTX_DOMAIN_CREATE = 59, 60, 75
@@ -183,6 +191,7 @@ class Trace:
             "FROM NVTX_EVENTS WHERE eventType IN (?, ?, ?)",
             (NVTX_PUSHPOP, NVTX_STARTEND, NVTX_DOMAIN_CREATE),
         )
+        progress.report("NVTX ranges", 1, 1)
         strings = self.strings
         start = np.array([r[0] for r in rows], dtype=np.int64)
         end = np.array([-1 if r[1] is None else r[1] for r in rows], dtype=np.int64)
@@ -259,11 +268,13 @@ class Trace:
     @cached_property
     def _runtime(self) -> list[np.ndarray]:
         """start, end, globalTid, correlationId, nameId of every CUDA API call (one scan)."""
-        return self.int_columns(
+        cols = self.int_columns(
             "SELECT start, end, globalTid, coalesce(correlationId, 0), nameId"
             " FROM CUPTI_ACTIVITY_KIND_RUNTIME",
             5,
         )
+        progress.report("CUDA API calls", 1, 1)
+        return cols
 
     @cached_property
     def _columnar(self):
@@ -271,9 +282,12 @@ class Trace:
 
     def int_columns(self, sql: str, ncols: int) -> list[np.ndarray]:
         """The integer columns of ``sql`` as int64 arrays (see :mod:`.sqlread`)."""
+        return self._read(lambda: int_columns(self.con, self._columnar, sql, ncols))
+
+    def _read(self, read):
         with _sql_errors(self.path):
             try:
-                return int_columns(self.con, self._columnar, sql, ncols)
+                return read()
             except sqlite3.DatabaseError:
                 raise
             except Exception as e:  # ADBC reports SQLite errors with its own classes
@@ -282,22 +296,37 @@ class Trace:
     @cached_property
     def ops(self) -> pd.DataFrame:
         """Every GPU operation, with the start and thread of the API call that launched it."""
+        # One query per table, large tables split into rowid ranges read on parallel threads
+        # (sqlread.int_columns_many); narrow dtypes where the values are small (_OP_DTYPES).
+        threads = read_threads()
         parts = []
         for kind, (table, names, extra) in enumerate(_OP_TABLES):
             if not self.has(table):
                 continue
             graph = "graphNodeId IS NOT NULL" if "graphNodeId" in self.columns(table) else "0"
             graph = "1" if kind == KINDS.index("graph") else graph
-            parts.append(
+            select = (
                 f"SELECT {kind}, start, end, deviceId, streamId, coalesce(correlationId, 0),"
                 f" (globalPid >> 24) & {_PID_MASK}, {names}, {graph}, {extra} FROM {table}"
             )
-        if not parts:
-            parts.append("SELECT " + ", ".join(["0"] * 12) + " WHERE 0")
+            split = threads if kind == KINDS.index("kernel") and threads > 1 else 1
+            with _sql_errors(self.path):
+                ranges = rowid_ranges(self.con, table, split)
+            parts += [(select + where, bound) for where, bound in ranges]
         (kind, start, end, device, stream, corr, pid, short, full, graph, copy, nbytes) = (
-            self.int_columns(" UNION ALL ".join(parts), 12)
+            self._read(
+                lambda: int_columns_many(
+                    self.con,
+                    lambda: columnar_connection(self.path),
+                    parts,
+                    12,
+                    _OP_DTYPES,
+                    threads,
+                    on_done=lambda done, total: progress.report("GPU operations", done, total),
+                )
+            )
         )
-        api_start, api_tid = self._launches(pid, corr)
+        api_start, api_tid = self._launches(pid.astype(np.int64), corr)
         # codes of COPY_KINDS; -1 (missing) for everything that is not a memcpy
         copy_code = np.select([kind != 1, copy == 1, copy == 2, copy == 8], [-1, 0, 1, 2], 3)
         return pd.DataFrame(
@@ -320,13 +349,14 @@ class Trace:
                 "bytes": nbytes,
                 "api_start_ns": api_start,
                 "api_tid": api_tid,
-            }
+            },
+            copy=False,  # fresh arrays: no copy, no consolidation into 2-D blocks
         )
 
     def _launches(self, pid: np.ndarray, corr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Start (ns; NaN if none) and thread (-1) of the API call of each (pid, corr)."""
         start = np.full(len(pid), np.nan)
-        tid = np.full(len(pid), -1, dtype=np.int64)
+        tid = np.full(len(pid), -1, dtype=np.int32)  # tids are 24-bit
         if not self.has("CUPTI_ACTIVITY_KIND_RUNTIME") or not len(pid):
             return start, tid
         a_start, _, a_gtid, a_corr, _ = self._runtime
@@ -342,6 +372,9 @@ class Trace:
 
 
 _PID_MASK = 0xFFFFFF
+# Column dtypes of the ops query: kind, start, end, deviceId, streamId, correlationId, pid
+# (24 bits), short and full name codes (StringIds ids), in_graph, copyKind, bytes.
+_OP_DTYPES = ("i1", "i8", "i8", "i4", "i4", "i8", "i4", "i4", "i4", "i1", "i1", "i8")
 _CORR_BITS = 38  # (pid, correlation id) pairs are matched as pid << 38 | correlationId
 # Per op kind, in the order of KINDS: table, (short, full) name codes, (copyKind, bytes).
 # Name codes: kernels use StringIds; memcpy -10 - copyKind; memset -2; graph -1000 - graphId.
