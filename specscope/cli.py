@@ -46,8 +46,90 @@ def _fmt(df: pd.DataFrame) -> str:
     return df.to_string(float_format=lambda x: f"{x:.1f}", na_rep="n/a")
 
 
+def _analyze_several(
+    traces: tuple[Path, ...],
+    spec,
+    *,
+    fmt: str,
+    db: Path | None,
+    jobs: int | None,
+    dask_scheduler: str | None,
+    **kw,
+) -> None:
+    """``analyze`` of several exports (the analyze command's multi-export half)."""
+    from specscope.analysis import many, ranks
+    from specscope.analysis.progress import count_bar
+
+    paths = many.expand_inputs(traces)
+    labels = many.rank_labels(paths)
+    with count_bar("exports analysed", len(paths)) as advance:
+
+        def done(r: many.ExportResult) -> None:
+            advance()
+            if not r.ok:
+                click.echo(f"error: {r.error}", err=True)
+
+        if dask_scheduler is not None:
+            results = many.analyze_on_dask(dask_scheduler, paths, spec, on_result=done, **kw)
+        else:
+            results = many.analyze_many(paths, spec, jobs=jobs, on_result=done, **kw)
+    ok = {label: r.analysis for label, r in zip(labels, results, strict=True) if r.ok}
+    for label, a in ok.items():
+        for note in a.metrics.notes:
+            warn(f"{label}: {note}")
+    if db is not None:
+        ids = many.store_results(db, results)
+        if ids:
+            warn(f"appended runs {', '.join(map(str, ids))} to {db}")
+    view = None
+    if len(ok) >= 2:
+        view = ranks.cross_rank({k: a.metrics.frame for k, a in ok.items()})
+    if fmt == "json":
+        data = {
+            "exports": [a.to_json() | {"rank": k} for k, a in ok.items()],
+            "failed": [{"trace": str(r.path), "error": r.error} for r in results if not r.ok],
+            "ranks": None,
+        }
+        if view is not None:
+            data["ranks"] = {
+                "labels": list(ok),
+                "steps": len(view),
+                "stragglers": ranks.straggler_table(view, list(ok)).reset_index()
+                .to_dict("records"),
+                "spread": ranks.spread_summary(view).reset_index().to_dict("records"),
+                "per_step": json.loads(view.reset_index().to_json(orient="records")),
+            }  # fmt: skip
+        click.echo(json.dumps(data))
+    elif fmt == "csv":
+        if view is not None:
+            click.echo(view.to_csv(), nl=False)
+        else:
+            warn("no cross-rank view: it needs at least two analysed exports")
+    else:
+        for label, a in ok.items():
+            t, st = a.trace, a.steps
+            click.echo(
+                f"[{label}] {t.path}  nsys {t.nsys_version}  capture mode {t.capture_mode.value}"
+                f"  GPU {a.gpu or 'n/a'}  steps {len(st.kept)} (pid {st.pid} tid {st.tid}, "
+                f"skipped {st.skipped})"
+            )
+            click.echo(_fmt(a.summary) + "\n")
+        if view is not None:
+            click.echo(f"cross-rank view: {len(ok)} ranks, {len(view)} steps in common")
+            click.echo(_fmt(ranks.straggler_table(view, list(ok))))
+            click.echo("\nspread across ranks per step (max - min, us)")
+            click.echo(_fmt(ranks.spread_summary(view)))
+    failed = [r for r in results if not r.ok]
+    if failed:
+        raise SpecscopeError(
+            f"{len(failed)} of {len(results)} export(s) failed: "
+            + ", ".join(str(r.path) for r in failed)
+        )
+
+
 @cli.command()
-@click.argument("trace", type=click.Path(path_type=Path))
+@click.argument("traces", metavar="TRACE...", nargs=-1, required=True,
+                type=click.Path(path_type=Path))  # fmt: skip
 @spec_options
 @click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table",
               show_default=True)  # fmt: skip
@@ -57,8 +139,12 @@ def _fmt(df: pd.DataFrame) -> str:
 @click.option("--timeline", is_flag=True, help="Also print the kernel timeline of the median step.")
 @click.option("--median-by", default="idle_us", show_default=True,
               help="Metric that picks the median step for --timeline.")  # fmt: skip
+@click.option("--jobs", "-j", type=click.IntRange(min=1), default=None,
+              help="Processes for several exports (default: one per CPU).")  # fmt: skip
+@click.option("--dask-scheduler", metavar="ADDRESS", default=None,
+              help="Analyse each export on this Dask cluster (tcp://host:8786).")  # fmt: skip
 def analyze(
-    trace: Path,
+    traces: tuple[Path, ...],
     preset: str | None,
     step_name: str | None,
     anchors: str | None,
@@ -72,19 +158,39 @@ def analyze(
     totals: bool,
     timeline: bool,
     median_by: str,
+    jobs: int | None,
+    dask_scheduler: str | None,
 ) -> None:
-    """Per-step metrics of an nsys SQLite export: gaps, GPU idle, eager memcpys, kernels.
+    """Per-step metrics of nsys SQLite exports: gaps, GPU idle, eager memcpys, kernels.
+
+    Several exports (or a folder of them; one per rank) are analysed in parallel processes
+    (--jobs) or on a Dask cluster (--dask-scheduler), followed by the cross-rank view: slowest
+    rank per step and the spread of idle time and gaps across ranks. A failed export is one
+    error line; the others complete and the exit code is 2.
 
     Example: specscope analyze trace.sqlite --preset eagle --skip 2 --format json
+
+    Example: specscope analyze rank0.sqlite rank1.sqlite --skip 2 --format csv
     """
+    from specscope.analysis.progress import progress_bar
     from specscope.analysis.run import analyze as run_analysis
     from specscope.analysis.summary import kernel_timeline, median_step
     from specscope.analysis.summary import totals as capture_totals
 
     spec = spec_from_options(preset, step_name, anchors, domain)
-    result = run_analysis(
-        trace, spec, skip=skip, pid=pid, device=device, count_kernels=count_kernels
-    )
+    if len(traces) > 1 or traces[0].is_dir() or dask_scheduler is not None:
+        if totals or timeline:
+            raise SpecError("--totals and --timeline need a single export; analyse it alone")
+        _analyze_several(
+            traces, spec, skip=skip, pid=pid, device=device, count_kernels=count_kernels,
+            fmt=fmt, db=db, jobs=jobs, dask_scheduler=dask_scheduler,
+        )  # fmt: skip
+        return
+    trace = traces[0]
+    with progress_bar(trace.name):
+        result = run_analysis(
+            trace, spec, skip=skip, pid=pid, device=device, count_kernels=count_kernels
+        )
     if median_by not in result.metrics.frame:
         raise SpecError(
             f"--median-by {median_by!r} is not a metric of this run; pick one of the "

@@ -1,0 +1,93 @@
+"""The cross-rank view: the same decode step seen from every rank (one export per rank).
+
+Ranks of a tensor/data-parallel server run the decode loop in lockstep (a collective per step),
+so step k of one rank's export is step k of every other rank's. Steps are aligned by their
+number (after each export's ``--skip``); only steps present in every rank are compared.
+
+For each per-step metric ``M`` in :data:`COMPARED` (when the exports have it)::
+
+    rank 0   |-- window_us: 510 --|   idle_us  40
+    rank 1   |-- window_us: 630 ---------|   idle_us 160   <- slowest rank of the step
+    rank 2   |-- window_us: 515 --|   idle_us  45
+    M:min = 510, M:max = 630, M:spread = max - min = 120, M:argmax = rank 1
+
+``slowest_rank`` is the rank with the longest GPU step (``window_us:argmax``; ``cpu_step_us``
+for exports without CUDA data); ties go to the first rank. A rank that is slowest in most steps
+is a straggler; a large ``idle_us:spread`` or ``gap_us:A->B:spread`` says the ranks wait for
+each other (or for their own host) unevenly. All values are µs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import pandas as pd
+
+COMPARED = ("window_us", "busy_us", "idle_us", "cpu_step_us")
+STATS = ("min", "max", "spread", "argmax")
+
+
+def compared_metrics(frames: Mapping[str, pd.DataFrame]) -> list[str]:
+    """The metrics compared across ranks: :data:`COMPARED` and every ``gap_us:`` pair present
+    in all exports, in that order."""
+    common = set.intersection(*(set(f.columns) for f in frames.values()))
+    gaps = [c for c in next(iter(frames.values())).columns if c.startswith("gap_us:")]
+    return [m for m in (*COMPARED, *gaps) if m in common]
+
+
+def cross_rank(frames: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
+    """Per step (index ``step``): ``slowest_rank``, then ``M:min, M:max, M:spread, M:argmax``
+    for each compared metric (module doc). ``frames``: rank label -> per-step metrics frame
+    (``StepMetrics.frame``), in rank order. Never mutates its inputs.
+    """
+    if len(frames) < 2:
+        raise ValueError("the cross-rank view needs at least two exports")
+    labels = list(frames)
+    steps = sorted(set.intersection(*(set(f.index) for f in frames.values())))
+    index = pd.Index(steps, name="step")
+    out: dict[str, object] = {}
+    for metric in compared_metrics(frames):
+        # [ranks, steps] float64; NaN where a rank has no value
+        v = np.vstack([frames[r][metric].reindex(index).to_numpy(dtype="float64") for r in labels])
+        has = ~np.isnan(v).all(axis=0)
+        arg = np.argmax(np.where(np.isnan(v), -np.inf, v), axis=0)
+        with np.errstate(all="ignore"):
+            lo = np.where(has, np.nanmin(np.where(has, v, 0.0), axis=0), np.nan)
+            hi = np.where(has, np.nanmax(np.where(has, v, 0.0), axis=0), np.nan)
+        out[f"{metric}:min"] = lo
+        out[f"{metric}:max"] = hi
+        out[f"{metric}:spread"] = hi - lo
+        out[f"{metric}:argmax"] = np.where(has, np.asarray(labels, dtype=object)[arg], None)
+    frame = pd.DataFrame(out, index=index)
+    by = "window_us:argmax"
+    if by not in frame or frame[by].isna().all():
+        by = "cpu_step_us:argmax"
+    slowest = frame[by] if by in frame else pd.Series(None, index=index, dtype=object)
+    frame.insert(0, "slowest_rank", slowest)
+    return frame
+
+
+def straggler_table(view: pd.DataFrame, labels: list[str]) -> pd.DataFrame:
+    """Per rank: ``slowest_steps`` (steps in which it was the slowest) and their share in %."""
+    counts = view["slowest_rank"].value_counts().reindex(labels, fill_value=0)
+    n = max(len(view), 1)
+    return pd.DataFrame(
+        {"slowest_steps": counts.astype("int64"), "slowest_pct": 100.0 * counts / n},
+        index=pd.Index(labels, name="rank"),
+    )
+
+
+def spread_summary(view: pd.DataFrame) -> pd.DataFrame:
+    """Per compared metric: p50, p90 and max over steps of its spread across ranks (µs)."""
+    rows = []
+    for col in view.columns:
+        if not col.endswith(":spread"):
+            continue
+        v = view[col].to_numpy(dtype="float64")
+        v = v[~np.isnan(v)]
+        stats = np.percentile(v, [50, 90, 100]) if len(v) else [np.nan] * 3
+        rows.append((col.removesuffix(":spread"), len(v), *stats))
+    return pd.DataFrame(
+        rows, columns=["metric", "n", "spread_p50", "spread_p90", "spread_max"]
+    ).set_index("metric")
