@@ -50,6 +50,11 @@ def corrupt_one_page(path: Path) -> Path:
     return out
 
 
+def empty_dir(tmp: Path) -> Path:
+    (tmp / "empty").mkdir()
+    return tmp / "empty"
+
+
 def text_file(tmp: Path) -> Path:
     (tmp / "notes.sqlite").write_text("step,draft\n1,2\n")
     return tmp / "notes.sqlite"
@@ -83,7 +88,7 @@ def no_nvtx(tmp: Path) -> Path:
 # id: (make(tmp, eagle) -> (trace, extra args), fragments the one error line must contain)
 CASES = {
     "missing path": (lambda t, e: (t / "nope.sqlite", []), ["nope.sqlite", "no such file"]),
-    "a directory": (lambda t, e: (t, []), ["not a file"]),
+    "a folder without exports": (lambda t, e: (empty_dir(t), []), ["folder without *.sqlite"]),
     "a text file": (lambda t, e: (text_file(t), []), ["not a SQLite file"]),
     "an empty file": (lambda t, e: (empty_file(t), []), ["not a SQLite file"]),
     ".nsys-rep not exported": (
