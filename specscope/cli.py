@@ -210,11 +210,11 @@ def analyze(
         warn(f"appended run {run_id} to {db}")
 
     if fmt == "json":
-        data = result.to_json()
+        extra = {}
         if totals:
             t = capture_totals(result.trace)
-            data["totals"] = {k: v.reset_index().to_dict("records") for k, v in t.items()}
-        click.echo(json.dumps(data))  # compact: the C encoder (indent= falls back to Python)
+            extra["totals"] = {k: v.reset_index().to_dict("records") for k, v in t.items()}
+        click.echo(result.json_text(**extra))  # compact, per_step last
         return
     if fmt == "csv":
         click.echo(result.metrics.frame.to_csv(), nl=False)

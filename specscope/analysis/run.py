@@ -32,7 +32,7 @@ class Analysis:
             return names[self.steps.device_id]
         return ", ".join(sorted(set(names.values()))) or None
 
-    def to_json(self) -> dict:
+    def to_json(self, per_step: bool = True) -> dict:
         """The documented JSON shape of ``specscope analyze --format json``."""
 
         def num(x):
@@ -46,9 +46,7 @@ class Analysis:
             if metric in self.metrics.unavailable:
                 entry["unavailable"] = self.metrics.unavailable[metric]
             summary[metric] = entry
-        # pandas' C encoder: NaN -> null; thousands of steps x dozens of metrics stay fast
-        per_step = json.loads(self.metrics.frame.reset_index().to_json(orient="records"))
-        return {
+        data = {
             "trace": str(self.trace.path),
             "nsys_version": self.trace.nsys_version,
             "schema_version": self.trace.schema_version,
@@ -63,8 +61,20 @@ class Analysis:
             "dropped_trailing": self.steps.dropped_trailing,
             "notes": self.metrics.notes,
             "summary": summary,
-            "per_step": per_step,
         }
+        if per_step:
+            data["per_step"] = json.loads(self.per_step_json())
+        return data
+
+    def per_step_json(self) -> str:
+        """``per_step`` as JSON text: pandas' C encoder (NaN -> null), fast for many steps."""
+        return self.metrics.frame.reset_index().to_json(orient="records")
+
+    def json_text(self, **extra) -> str:
+        """:meth:`to_json` (plus ``extra`` keys) as text, ``per_step`` last, without a
+        round trip of the per-step rows through Python objects."""
+        head = json.dumps(self.to_json(per_step=False) | extra)
+        return head[:-1] + ', "per_step": ' + self.per_step_json() + "}"
 
 
 def analyze(

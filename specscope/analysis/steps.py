@@ -189,7 +189,9 @@ def find_steps(
                     f"steps launch work on {len(per_device)} devices; using device {device_id} "
                     "(most operations); pick another with --device"
                 )
-        ops = ops[ops["device_id"] == device_id].reset_index(drop=True)
+        on_device = ops["device_id"].to_numpy() == device_id
+        if not on_device.all():  # one device (the usual case): no copy of every column
+            ops = ops[on_device].reset_index(drop=True)
     elif trace.capture_mode is not CaptureMode.NO_CUDA:
         notes.append("no GPU operation was launched inside the steps; GPU metrics are empty")
 
