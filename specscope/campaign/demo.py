@@ -1,0 +1,119 @@
+"""``specscope demo``: analyse, compare and report the bundled example exports; no GPU, no nsys.
+
+The examples (``examples/exports/``) are the bs 1 cell of the H200 campaign in node mode, one
+repetition per variant, each ``xz``-compressed (byte-exact: their sha256 after decompression is
+the one in ``examples/results.sqlite``). They are decompressed into a temporary folder,
+analysed with the ``eagle`` preset (first step dropped, as in the campaign), every variant is
+compared with the first, and a ``specscope report`` folder is written.
+
+If no example export is found (a checkout without ``examples/``), the two real H200 fixtures
+under ``tests/data/`` are used instead and the output says so.
+"""
+
+from __future__ import annotations
+
+import lzma
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from specscope.analysis.compare import Comparison, compare_runs
+from specscope.analysis.inputs import ReportInput, run_from_analysis
+from specscope.analysis.run import analyze
+from specscope.analysis.spec import load_preset
+from specscope.errors import SpecscopeError
+from specscope.profiler.manifest import sha256_file
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLES = (  # label, file under examples/exports/ (the first is the baseline)
+    ("ordinary", "bs1-node-ordinary.sqlite.xz"),
+    ("kpool_fused", "bs1-node-kpool_fused.sqlite.xz"),
+    ("draft_alias", "bs1-node-draft_alias.sqlite.xz"),
+)
+FALLBACK = (("before", "eagle_node_before.sqlite"), ("after", "eagle_node_after.sqlite"))
+GAP = "gap_us:draft_extend.replay->draft.replay"
+
+
+@dataclass
+class Demo:
+    report_html: Path
+    comparisons: list[Comparison]
+    sources: list[Path]
+    fallback: bool
+
+
+def find_examples(examples: Path | None = None) -> tuple[list[tuple[str, Path]], bool]:
+    """The (label, path) of the example exports, and whether they are the test fixtures."""
+    folder = Path(examples) if examples is not None else REPO / "examples"
+    found = [(label, folder / "exports" / name) for label, name in EXAMPLES]
+    if all(p.is_file() for _, p in found):
+        return found, False
+    if examples is not None:
+        missing = ", ".join(str(p) for _, p in found if not p.is_file())
+        raise SpecscopeError(f"no example exports in {folder} (missing {missing})")
+    data = REPO / "tests" / "data"
+    fallback = [(label, data / name) for label, name in FALLBACK]
+    if all(p.is_file() for _, p in fallback):
+        return fallback, True
+    raise SpecscopeError(
+        f"no example exports found under {folder} or {data}; run `specscope demo` from a "
+        "checkout of the repository, or pass --examples DIR"
+    )
+
+
+def _plain(path: Path, tmp: Path) -> Path:
+    """``path`` itself, or its decompressed copy in ``tmp`` for ``.xz`` files."""
+    if path.suffix != ".xz":
+        return path
+    target = tmp / path.name[: -len(".xz")]
+    try:
+        with lzma.open(path) as src, target.open("wb") as dst:
+            shutil.copyfileobj(src, dst, 1 << 20)
+    except (OSError, lzma.LZMAError) as e:
+        raise SpecscopeError(f"{path}: cannot decompress ({e})") from None
+    return target
+
+
+def run_demo(out: Path, examples: Path | None = None) -> Demo:
+    """Analyse and compare the examples and write a report folder under ``out``."""
+    from specscope.analysis.composition import median_step_view
+    from specscope.reports.report import new_report_dir, write_report
+
+    found, fallback = find_examples(examples)
+    spec = load_preset("eagle")
+    min_steps = 5 if fallback else 20  # the fixtures hold 12 steps, the examples 30
+    with tempfile.TemporaryDirectory(prefix="specscope-demo-") as d:
+        inputs = []
+        for _, path in found:
+            plain = _plain(path, Path(d))
+            a = analyze(plain, spec, skip=1)
+            run = run_from_analysis(plain, a)
+            run.source = str(path)
+            inputs.append(ReportInput(str(path), run, a, path, None, None, sha256_file(plain)))
+        labels = [label for label, _ in found]
+        comparisons = [
+            compare_runs(
+                [inputs[0].run], [i.run], labels=(labels[0], labels[k]), min_steps=min_steps
+            )
+            for k, i in enumerate(inputs[1:], 1)
+        ]
+        views = [median_step_view(i.analysis, GAP, highlight="fused_metadata_copy") for i in inputs]
+        folder = new_report_dir(Path(out))
+        refs = " ".join(str(p) for _, p in found)
+        commands = [
+            "specscope demo",
+            f"# the same by hand (xz -dk the exports first): specscope report {refs} "
+            f"--labels {','.join(labels)} --skip 1",
+        ]
+        write_report(
+            folder,
+            inputs,
+            labels,
+            comparisons,
+            views,
+            gap=GAP,
+            commands=commands,
+            highlight="fused_metadata_copy",
+        )
+    return Demo(folder / "report.html", comparisons, [p for _, p in found], fallback)
