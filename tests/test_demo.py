@@ -1,0 +1,71 @@
+"""``specscope demo``: the bundled H200 examples analysed, compared and reported (no GPU, nsys)."""
+
+from __future__ import annotations
+
+import hashlib
+import lzma
+from pathlib import Path
+
+import pytest
+import sqlite_utils
+from click.testing import CliRunner
+
+from specscope.campaign import demo
+from specscope.cli_campaign import demo_cmd
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = ROOT / "examples"
+
+
+def test_demo_prints_the_table_and_writes_a_new_report(tmp_path):
+    r = CliRunner().invoke(demo_cmd, ["--out", str(tmp_path)])
+    assert r.exit_code == 0, r.output
+    lines = r.stdout.strip().splitlines()
+    assert lines[0] == "| Metric | ordinary | kpool_fused | change | draft_alias | change |"
+    assert any(line.startswith("| Gap: draft-extend → draft |") for line in lines)
+    assert any(line.startswith("| fused_metadata_copy_kernel per step | 0 | 4 |") for line in lines)
+    assert "GPU NVIDIA H200" in r.stdout and "capture mode node" in r.stdout
+    html = Path(lines[-1])
+    assert html.name == "report.html" and html.is_file() and html.parent.parent == tmp_path
+    for name in ("timeline.png", "summary.md", "composition.png"):
+        assert (html.parent / name).is_file()
+    assert "fallback" not in r.output and "tests/data" not in r.output
+    again = CliRunner().invoke(demo_cmd, ["--out", str(tmp_path)])
+    assert again.exit_code == 0 and Path(again.stdout.strip().splitlines()[-1]) != html
+
+
+def test_examples_are_the_exports_in_the_results_database():
+    """Each bundled export, decompressed, is byte for byte an export the campaign analysed."""
+    db = sqlite_utils.Database(EXAMPLES / "results.sqlite")
+    known = {r["sha256"]: r["trace"] for r in db["runs"].rows}
+    for label, name in demo.EXAMPLES:
+        path = EXAMPLES / "exports" / name
+        assert path.stat().st_size <= 3 * 1024 * 1024
+        sha = hashlib.sha256(lzma.decompress(path.read_bytes())).hexdigest()
+        assert sha in known, name
+        assert "/node/" in known[sha] and f"-{label}-r1/" in known[sha]
+    modes = {r["mode"] for r in db["campaign_runs"].rows}
+    assert {"graph", "node", "unprofiled-nvtx-on", "unprofiled-nvtx-off"} <= modes
+
+
+def test_without_examples_the_test_fixtures_are_used(tmp_path, monkeypatch):
+    data = tmp_path / "tests" / "data"
+    data.mkdir(parents=True)
+    for _, name in demo.FALLBACK:
+        (data / name).symlink_to(ROOT / "tests" / "data" / name)
+    monkeypatch.setattr(demo, "REPO", tmp_path)
+    r = CliRunner().invoke(demo_cmd, ["--out", str(tmp_path / "reports")])
+    assert r.exit_code == 0, r.output
+    assert "using the test fixtures" in r.output
+    assert r.stdout.startswith("| Metric | before | after | change |")
+
+
+@pytest.mark.parametrize("make", ["empty", "corrupt"])
+def test_bad_examples_folder_is_one_line_error(tmp_path, make):
+    folder = tmp_path / "ex"
+    (folder / "exports").mkdir(parents=True)
+    if make == "corrupt":
+        for _, name in demo.EXAMPLES:
+            (folder / "exports" / name).write_bytes(b"not xz")
+    r = CliRunner().invoke(demo_cmd, ["--out", str(tmp_path), "--examples", str(folder)])
+    assert r.exit_code == 2 and "Error:" in r.output and "Traceback" not in r.output
