@@ -479,3 +479,23 @@ def test_ctrl_c_leaves_a_usable_folder(fake_env, tmp_path):
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["status"] == "interrupted"
     assert (run_dir / "command.log").is_file()
+
+
+def test_files_under_tolerates_a_folder_that_vanishes(tmp_path, monkeypatch):
+    """nsys' helpers delete their temporary folders late: a folder removed mid-walk is skipped
+    (Path.rglob raised FileNotFoundError there)."""
+    from specscope.profiler.manifest import files_under
+
+    (tmp_path / "keep").mkdir()
+    (tmp_path / "keep" / "a.qdstrm").write_text("x")
+    (tmp_path / "gone").mkdir()
+    (tmp_path / "gone" / "b.qdstrm").write_text("y")
+    real_scandir = os.scandir
+
+    def scandir(path):
+        if str(path).endswith("gone"):
+            raise FileNotFoundError(path)
+        return real_scandir(path)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    assert files_under(tmp_path, ".qdstrm") == [tmp_path / "keep" / "a.qdstrm"]

@@ -64,7 +64,7 @@ def export_probe(
         last = log[-1] if log else ""
         report = tmp / "probe.nsys-rep"
         if not report.exists():
-            qdstrms = sorted(tmp.rglob("*.qdstrm"))
+            qdstrms = manifest.files_under(tmp, ".qdstrm")
             if qdstrms:
                 return Check("export", FAIL, "no report", diagnose_qdstrm(nsys, qdstrms[0]))
             return Check(

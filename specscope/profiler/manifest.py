@@ -107,10 +107,20 @@ def sha256_file(path: Path) -> str:
     return h.hexdigest()
 
 
+def files_under(folder: Path, suffix: str = "") -> list[Path]:
+    """Files under ``folder`` (ending in ``suffix``), sorted; tolerant of files and folders that
+    vanish while it looks (nsys' helper processes clean their temporary files up late, and
+    ``Path.rglob`` raises FileNotFoundError on a folder removed mid-walk)."""
+    found = []
+    for root, _dirs, names in os.walk(folder):  # os.walk ignores folders that vanished
+        found += [Path(root) / n for n in names if n.endswith(suffix)]
+    return sorted(found)
+
+
 def output_hashes(run_dir: Path) -> dict[str, dict[str, object]]:
     """``{relative path: {"bytes", "sha256"}}`` of every file under ``run_dir`` but the manifest."""
     result = {}
-    for p in sorted(run_dir.rglob("*")):
+    for p in files_under(run_dir):
         if p.is_file() and not p.is_symlink() and p.name != MANIFEST:
             try:
                 result[str(p.relative_to(run_dir))] = {

@@ -300,7 +300,7 @@ def profile(
             "import": round(total - t_gen, 3) if t_gen is not None else None,
         }
         report = run_dir / f"{REPORT}.nsys-rep"
-        qdstrms = sorted(run_dir.rglob("*.qdstrm"))
+        qdstrms = manifest.files_under(run_dir, ".qdstrm")
         if report.exists():
             export = run_dir / f"{REPORT}.sqlite"
             t1 = time.monotonic()
@@ -371,7 +371,7 @@ def profile(
         raise
     finally:
         data["timings_s"]["total"] = round(time.monotonic() - t0, 3)
-        if tmp.exists() and not any(tmp.rglob("*.qdstrm")):
+        if tmp.exists() and not manifest.files_under(tmp, ".qdstrm"):
             shutil.rmtree(tmp, ignore_errors=True)
         data["ended_at"] = manifest.utc_now()
         if error is not None:
