@@ -95,6 +95,12 @@ def _cases() -> list[Case]:
     cases.append(Case("page16-k8", VERIFY, g16, tuple(boundary_lengths(g16))))
     cases.append(Case("one-sm", VERIFY, replace(CPU_GEOMETRY, num_sms=1), (9, 700, 64)))
     cases.append(Case("idle-sms", DECODE, replace(CPU_GEOMETRY, num_sms=300), (1, 2, 65)))
+    # The schedule's row search with the most SMs the fused path takes (S > rows) and with few
+    # SMs (many rows per SM); bs64-* above has rows past one power-of-two block.
+    lens11 = (6, 7, 64, 65, 100, 129, 200, 255, 256, 31, 17)
+    for mode, sms in ((VERIFY, 1023), (DRAFT, 3)):
+        g_sms = replace(CPU_GEOMETRY, page_table_width=256, num_sms=sms)
+        cases.append(Case(f"sms{sms}-{mode.name}", mode, g_sms, lens11, _acc_mixed(11, 6)))
     return cases
 
 

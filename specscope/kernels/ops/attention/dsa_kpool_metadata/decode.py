@@ -12,9 +12,7 @@ import triton.language as tl
 from ..dsa_metadata import DSAForwardInputs, DSAMetadata, ForwardMode, check_build_args
 from .scan import (
     _copy_live_prefix,
-    _paged_mqa_schedule,
-    _request_fields,
-    _row_fields,
+    _meta_program,
     kernel_args,
     kernel_constexprs,
     launch_settings,
@@ -55,31 +53,31 @@ def _dsa_decode_metadata_kernel(
     BLOCK_ROWS: tl.constexpr,
     BLOCK_BS: tl.constexpr,
     BLOCK_SMS: tl.constexpr,
-    SCHED_CHUNK: tl.constexpr,
+    ROW_BITS: tl.constexpr,
     BLOCK_COLS: tl.constexpr,
     N_SPANS: tl.constexpr,
     STEPS: tl.constexpr,
 ):
     pid = tl.program_id(0)
     if pid == 0:
-        _request_fields(
-            seq_lens_ptr, bs, cache_seqlens_ptr, cu_seqlens_q_ptr, cu_seqlens_k_ptr, 1, BLOCK_BS
-        )
         r = tl.arange(0, BLOCK_ROWS)
         rm = r < rows
         seqlens = tl.load(seq_lens_ptr + r, mask=rm, other=0)
         valid = rm
         tail = rm  # every decode token is its request's last
-        loc = tl.load(out_cache_loc_ptr + r, mask=rm, other=0)
-        pos = tl.load(positions_ptr + r, mask=rm, other=0)
-        total_blocks = _row_fields(
+        _meta_program(
             r,
             rm,
             seqlens,
             valid,
             tail,
-            loc,
-            pos,
+            bs,
+            seq_lens_ptr,
+            out_cache_loc_ptr,
+            positions_ptr,
+            cache_seqlens_ptr,
+            cu_seqlens_q_ptr,
+            cu_seqlens_k_ptr,
             seqlens_expanded_ptr,
             dsa_cache_seqlens_ptr,
             dsa_cu_seqlens_k_ptr,
@@ -87,21 +85,16 @@ def _dsa_decode_metadata_kernel(
             pool_slot_ptr,
             pool_offset_ptr,
             flush_ptr,
+            schedule_ptr,
+            1,
             PAGE_SIZE,
             TOPK,
             KPOOL,
-        )
-        tl.debug_barrier()  # the schedule reads kpool_seqlens back
-        _paged_mqa_schedule(
-            kpool_seqlens_ptr,
-            rows,
-            total_blocks,
-            schedule_ptr,
-            PAGE_SIZE,
-            KPOOL,
             NUM_SMS,
+            BLOCK_ROWS,
+            ROW_BITS,
+            BLOCK_BS,
             BLOCK_SMS,
-            SCHED_CHUNK,
         )
     else:
         w = pid - 1
@@ -109,9 +102,14 @@ def _dsa_decode_metadata_kernel(
         live = tl.load(seq_lens_ptr + row)
         req = tl.load(req_pool_indices_ptr + row)
         _copy_live_prefix(
-            req_to_token_ptr + req * stride_r2t,
-            page_table_1_ptr + row.to(tl.int64) * stride_pt,
-            real_page_table_ptr + row.to(tl.int64) * stride_rpt,
+            req_to_token_ptr,
+            stride_r2t,
+            page_table_1_ptr,
+            stride_pt,
+            real_page_table_ptr,
+            stride_rpt,
+            req,
+            row,
             live,
             w % N_SPANS,
             PAGE_SIZE,

@@ -37,7 +37,7 @@ class LaunchSettings:
     block_rows: int  # >= rows: the meta program's vector over rows
     block_bs: int  # >= bs + 1: its vector over requests
     block_sms: int  # >= num_sms + 1: its vector over schedule entries
-    sched_chunk: int  # rows per step of the schedule's row search
+    row_bits: int  # log2(block_rows): steps of the schedule's binary search
     block_cols: int  # page-table columns per worker step (a multiple of page_size)
     n_spans: int  # workers per page-table row
     num_warps: int
@@ -52,11 +52,12 @@ def launch_settings(rows: int, bs: int, geometry: DSAGeometry) -> LaunchSettings
     block_sms = triton.next_power_of_2(g.num_sms + 1)
     block_cols = max(g.page_size, min(MAX_BLOCK_COLS, triton.next_power_of_2(g.page_table_width)))
     span = block_cols * STEPS_PER_SPAN
+    block_rows = triton.next_power_of_2(max(rows, 2))
     return LaunchSettings(
-        block_rows=triton.next_power_of_2(max(rows, 2)),
+        block_rows=block_rows,
         block_bs=triton.next_power_of_2(bs + 1),
         block_sms=block_sms,
-        sched_chunk=min(64, max(16, 8192 // block_sms)),
+        row_bits=block_rows.bit_length() - 1,
         block_cols=block_cols,
         n_spans=triton.cdiv(g.page_table_width, span),
         num_warps=4,
@@ -104,7 +105,7 @@ def kernel_constexprs(geometry: DSAGeometry, settings: LaunchSettings) -> dict:
         BLOCK_ROWS=s.block_rows,
         BLOCK_BS=s.block_bs,
         BLOCK_SMS=s.block_sms,
-        SCHED_CHUNK=s.sched_chunk,
+        ROW_BITS=s.row_bits,
         BLOCK_COLS=s.block_cols,
         N_SPANS=s.n_spans,
         STEPS=STEPS_PER_SPAN,
@@ -168,7 +169,7 @@ def _row_fields(
 ):
     """Every per-row field and the KPool write plan for rows `r` (masked by `rm`).
 
-    Returns the total number of indexer blocks, sum(ceil(kpool_seqlens / (P / k))).
+    Returns each row's number of indexer blocks, ceil(kpool_seqlens / (P / k)); 0 past `rm`.
     """
     tl.store(seqlens_expanded_ptr + r, seqlens, mask=rm)
     dsa = tl.minimum(seqlens, TOPK)
@@ -184,62 +185,133 @@ def _row_fields(
     tl.store(flush_ptr + r, flush.to(tl.int32), mask=rm)
 
     KPOOL_BLOCK: tl.constexpr = PAGE_SIZE // KPOOL
-    blocks = tl.where(rm, (kpool_seqlens + (KPOOL_BLOCK - 1)) // KPOOL_BLOCK, 0)
-    return tl.sum(blocks, axis=0)
+    return tl.where(rm, (kpool_seqlens + (KPOOL_BLOCK - 1)) // KPOOL_BLOCK, 0)
 
 
 @triton.jit
 def _paged_mqa_schedule(
-    kpool_seqlens_ptr,
-    rows,
-    total_blocks,
+    blocks,
+    rm,
     schedule_ptr,
-    PAGE_SIZE: tl.constexpr,
-    KPOOL: tl.constexpr,
     NUM_SMS: tl.constexpr,
+    BLOCK_ROWS: tl.constexpr,
+    ROW_BITS: tl.constexpr,
     BLOCK_SMS: tl.constexpr,
-    SCHED_CHUNK: tl.constexpr,
 ):
-    """Write paged_mqa_schedule [S + 1, 2] (definition in `DSAMetadata`).
+    """Write paged_mqa_schedule [S + 1, 2] (definition in `DSAMetadata`) from `blocks`
+    ([BLOCK_ROWS], each row's indexer blocks, 0 past `rm`), all SMs at once.
 
-    Reads `kpool_seqlens` back, so the caller must have stored it and passed a barrier. For each
-    SM start it counts the rows that end at or before it (a row search done as a scan over row
-    chunks: compare every start with every chunk's inclusive block prefix).
+    SM s starts at block start(s) = s * (total // S) + min(s, total % S). Its row is the number of
+    rows whose inclusive block prefix `ends` is <= start(s) (torch.searchsorted(right=True)): a
+    binary search over `ends`, one step per bit of BLOCK_ROWS = 2 ** ROW_BITS, for every SM in the
+    same vector (`tl.gather` reads `ends` at each SM's probe). Its offset is start(s) minus the
+    prefix of the rows before it.
     """
-    KPOOL_BLOCK: tl.constexpr = PAGE_SIZE // KPOOL
+    ends = tl.cumsum(blocks, axis=0)  # [BLOCK_ROWS] inclusive block prefix
+    total = tl.sum(blocks, axis=0)
+    ends = tl.where(rm, ends, 2147483647)  # padding rows never end at or before a start
     s = tl.arange(0, BLOCK_SMS)
-    starts = s * (total_blocks // NUM_SMS) + tl.minimum(s, total_blocks % NUM_SMS)
-    row = tl.zeros([BLOCK_SMS], dtype=tl.int32)
-    first_block = tl.zeros([BLOCK_SMS], dtype=tl.int32)
-    carry = total_blocks * 0
-    for c0 in range(0, rows, SCHED_CHUNK):
-        rr = c0 + tl.arange(0, SCHED_CHUNK)
-        m = rr < rows
-        kp = tl.load(kpool_seqlens_ptr + rr, mask=m, other=0)
-        blocks = tl.where(m, (kp + (KPOOL_BLOCK - 1)) // KPOOL_BLOCK, 0)
-        ends = tl.cumsum(blocks, axis=0) + carry  # inclusive block prefix of each row
-        done = (ends[None, :] <= starts[:, None]) & m[None, :]  # [BLOCK_SMS, SCHED_CHUNK]
-        row += tl.sum(done.to(tl.int32), axis=1)
-        first_block += tl.sum(tl.where(done, blocks[None, :], 0), axis=1)
-        carry += tl.sum(blocks, axis=0)
+    starts = s * (total // NUM_SMS) + tl.minimum(s, total % NUM_SMS)  # [BLOCK_SMS]
+    row = tl.zeros([BLOCK_SMS], dtype=tl.int32)  # rows known to end at or before each start
+    for i in tl.static_range(ROW_BITS + 1):
+        cand = row + (BLOCK_ROWS >> i)
+        probe = tl.gather(ends, tl.minimum(cand, BLOCK_ROWS) - 1, axis=0)
+        row = tl.where((cand <= BLOCK_ROWS) & (probe <= starts), cand, row)
+    first_block = tl.gather(ends, tl.maximum(row - 1, 0), axis=0)
+    first_block = tl.where(row > 0, first_block, 0)
     sm = s <= NUM_SMS
     tl.store(schedule_ptr + 2 * s, row, mask=sm)
     tl.store(schedule_ptr + 2 * s + 1, starts - first_block, mask=sm)
 
 
 @triton.jit
+def _meta_program(
+    r,
+    rm,
+    seqlens,
+    valid,
+    tail,
+    bs,
+    seq_lens_ptr,
+    out_cache_loc_ptr,
+    positions_ptr,
+    cache_seqlens_ptr,
+    cu_seqlens_q_ptr,
+    cu_seqlens_k_ptr,
+    seqlens_expanded_ptr,
+    dsa_cache_seqlens_ptr,
+    dsa_cu_seqlens_k_ptr,
+    kpool_seqlens_ptr,
+    pool_slot_ptr,
+    pool_offset_ptr,
+    flush_ptr,
+    schedule_ptr,
+    ROWS_PER_REQ: tl.constexpr,
+    PAGE_SIZE: tl.constexpr,
+    TOPK: tl.constexpr,
+    KPOOL: tl.constexpr,
+    NUM_SMS: tl.constexpr,
+    BLOCK_ROWS: tl.constexpr,
+    ROW_BITS: tl.constexpr,
+    BLOCK_BS: tl.constexpr,
+    BLOCK_SMS: tl.constexpr,
+):
+    """Program 0: request fields, every row field (rows `r`, masked by `rm`, each seeing `seqlens`
+    keys; `valid`: it writes the KPool; `tail`: its request's last) and the schedule."""
+    _request_fields(
+        seq_lens_ptr,
+        bs,
+        cache_seqlens_ptr,
+        cu_seqlens_q_ptr,
+        cu_seqlens_k_ptr,
+        ROWS_PER_REQ,
+        BLOCK_BS,
+    )
+    loc = tl.load(out_cache_loc_ptr + r, mask=rm, other=0)
+    pos = tl.load(positions_ptr + r, mask=rm, other=0)
+    blocks = _row_fields(
+        r,
+        rm,
+        seqlens,
+        valid,
+        tail,
+        loc,
+        pos,
+        seqlens_expanded_ptr,
+        dsa_cache_seqlens_ptr,
+        dsa_cu_seqlens_k_ptr,
+        kpool_seqlens_ptr,
+        pool_slot_ptr,
+        pool_offset_ptr,
+        flush_ptr,
+        PAGE_SIZE,
+        TOPK,
+        KPOOL,
+    )
+    _paged_mqa_schedule(blocks, rm, schedule_ptr, NUM_SMS, BLOCK_ROWS, ROW_BITS, BLOCK_SMS)
+
+
+@triton.jit
 def _copy_live_prefix(
-    src_row_ptr,
-    dst_row_ptr,
-    dst_page_row_ptr,
+    req_to_token_ptr,
+    stride_r2t,
+    page_table_1_ptr,
+    stride_pt,
+    real_page_table_ptr,
+    stride_rpt,
+    req,
+    row,
     live,
     span,
     PAGE_SIZE: tl.constexpr,
     BLOCK_COLS: tl.constexpr,
     STEPS: tl.constexpr,
 ):
-    """Copy columns [span * STEPS * BLOCK_COLS, live) of this span from a req_to_token row to a
-    page_table_1 row, and the page ids (slot // P) of its page-starting columns."""
+    """Copy columns [span * STEPS * BLOCK_COLS, live) of this span from req_to_token row `req` to
+    page_table_1 row `row`, and the page ids (slot // P) of its page-starting columns."""
+    src_row_ptr = req_to_token_ptr + req * stride_r2t
+    dst_row_ptr = page_table_1_ptr + row.to(tl.int64) * stride_pt
+    dst_page_row_ptr = real_page_table_ptr + row.to(tl.int64) * stride_rpt
     start = span * (STEPS * BLOCK_COLS)
     end = tl.minimum(live, start + STEPS * BLOCK_COLS)
     if start < end:
