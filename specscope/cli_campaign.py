@@ -7,27 +7,13 @@ standalone.
 
 from __future__ import annotations
 
-import functools
 from pathlib import Path
 
 import click
 
-from specscope.errors import SpecscopeError
+from specscope.cli_common import one_line_errors
 
 STAGES = ("all", "record", "analyze")
-
-
-def _one_line_errors(f):
-    @functools.wraps(f)
-    def wrapper(*args, **kwargs):
-        try:
-            return f(*args, **kwargs)
-        except SpecscopeError as e:
-            err = click.ClickException(str(e))
-            err.exit_code = e.exit_code
-            raise err from None
-
-    return wrapper
 
 
 def _say(message: str) -> None:
@@ -50,7 +36,7 @@ def _say(message: str) -> None:
               help="Time limit of one unprofiled run.")  # fmt: skip
 @click.option("--nsys", "nsys_path", default=None, metavar="PATH", help="nsys to record with.")
 @click.option("--dry-run", is_flag=True, help="Print the plan (run ids and commands) and stop.")
-@_one_line_errors
+@one_line_errors
 def campaign_cmd(
     matrix: Path,
     out: Path,
@@ -109,7 +95,7 @@ def campaign_cmd(
               help="Folder that gets a new <time>-report subfolder (never reused).")  # fmt: skip
 @click.option("--examples", type=click.Path(path_type=Path), default=None,
               help="Folder of the example data (default: the repository's examples/).")  # fmt: skip
-@_one_line_errors
+@one_line_errors
 def demo_cmd(out: Path, examples: Path | None) -> None:
     """Analyse, compare and report the bundled H200 example exports (no GPU, no nsys needed).
 
