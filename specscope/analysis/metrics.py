@@ -151,13 +151,34 @@ def per_step_metrics(
     """Compute every per-step metric for the kept steps of ``steps`` (see the module doc)."""
     spec = steps.spec
     patterns = list(dict.fromkeys([*spec.count_kernels, *count_kernels]))
-    kept = steps.kept
-    all_steps = steps.all_steps.set_index("step")
-    out = pd.DataFrame(index=pd.Index(kept, name="step"))
-    unavailable: dict[str, str] = {}
-    mode = trace.capture_mode
+    out = pd.DataFrame(index=pd.Index(steps.kept, name="step"))
+    _host_metrics(out, trace, steps)
+    gap_cols = [f"gap_us:{p}" for p in anchor_pairs(spec.anchors)]
+    kernel_cols = [f"kernels:{p}" for p in patterns]
+    api_cols = [f"api_calls:{n}" for n in API_CALLS]
+    if trace.capture_mode is CaptureMode.NO_CUDA or steps.device_id is None:
+        why = (
+            "the export has no CUDA activity (recorded without -t cuda or on a machine without "
+            "a GPU)"
+            if trace.capture_mode is CaptureMode.NO_CUDA
+            else "no GPU operation was launched inside the steps"
+        )
+        unavailable = {}
+        for col in [*_GPU_METRICS, *gap_cols, *kernel_cols, *api_cols]:
+            out[col] = np.nan
+            unavailable[col] = why
+        return StepMetrics(out, unavailable, list(steps.notes))
+    window_start = _window_metrics(out, steps)
+    unavailable = _count_metrics(out, steps, patterns, trace.capture_mode)
+    _gap_metrics(out, steps, gap_cols)
+    _api_metrics(out, trace, steps)
+    return StepMetrics(out, unavailable, list(steps.notes), window_start)
 
-    # ---- host side, from NVTX alone
+
+def _host_metrics(out: pd.DataFrame, trace: Trace, steps: Steps) -> None:
+    """``cpu_step_us``, ``cpu_us:R`` and ``cpu_gap_us:A->B`` into ``out``, from NVTX alone."""
+    spec, kept = steps.spec, steps.kept
+    all_steps = steps.all_steps.set_index("step")
     out["cpu_step_us"] = (all_steps.loc[kept, "end_ns"] - all_steps.loc[kept, "start_ns"]) / 1e3
     nvtx = trace.nvtx
     thread = nvtx[(nvtx["pid"] == steps.pid) & (nvtx["tid"] == steps.tid)]
@@ -185,27 +206,14 @@ def per_step_metrics(
     for col in cpu_gaps.columns:
         out[col] = cpu_gaps[col].reindex(kept).to_numpy()
 
-    # ---- GPU side
-    gap_cols = [f"gap_us:{p}" for p in anchor_pairs(spec.anchors)]
-    kernel_cols = [f"kernels:{p}" for p in patterns]
-    api_cols = [f"api_calls:{n}" for n in API_CALLS]
-    if mode is CaptureMode.NO_CUDA or steps.device_id is None:
-        why = (
-            "the export has no CUDA activity (recorded without -t cuda or on a machine without "
-            "a GPU)"
-            if mode is CaptureMode.NO_CUDA
-            else "no GPU operation was launched inside the steps"
-        )
-        for col in [*_GPU_METRICS, *gap_cols, *kernel_cols, *api_cols]:
-            out[col] = np.nan
-            unavailable[col] = why
-        return StepMetrics(out, unavailable, list(steps.notes))
 
-    ops = steps.ops
+def _window_metrics(out: pd.DataFrame, steps: Steps) -> pd.Series:
+    """``window_us``, ``busy_us``, ``idle_us``, ``occupancy_pct``; returns each window's start."""
+    ops, kept = steps.ops, steps.kept
     step_of = ops["step"].to_numpy()
     start, end = ops["start_ns"].to_numpy(), ops["end_ns"].to_numpy()
     # first start / last end of each step's GPU work (over all steps, skipped ones included)
-    n_all = len(all_steps)
+    n_all = len(steps.all_steps)
     mine = step_of >= 0
     first = pd.Series(start[mine]).groupby(step_of[mine]).min().reindex(range(n_all))
     last = pd.Series(end[mine]).groupby(step_of[mine]).max().reindex(range(n_all))
@@ -222,8 +230,17 @@ def per_step_metrics(
     out["busy_us"] = busy / 1e3
     out["idle_us"] = out["window_us"] - out["busy_us"]
     out["occupancy_pct"] = 100 * out["busy_us"] / out["window_us"].where(out["window_us"] > 0)
+    return pd.Series(w_start, index=kept)
 
-    # Per-step counts with bincount over the position of each op's step among the kept steps.
+
+def _count_metrics(
+    out: pd.DataFrame, steps: Steps, patterns: list[str], mode: CaptureMode
+) -> dict[str, str]:
+    """Eager memcpy/memset/kernel, graph kernel/launch and ``kernels:PATTERN`` counts per step;
+    returns the metrics that are unavailable in this capture mode (with why)."""
+    ops, kept = steps.ops, steps.kept
+    step_of = ops["step"].to_numpy()
+    # bincount over the position of each op's step among the kept steps
     pos = np.searchsorted(kept, step_of)
     counted = (step_of >= 0) & (pos < len(kept))
     counted[counted] &= kept[pos[counted]] == step_of[counted]
@@ -250,42 +267,44 @@ def per_step_metrics(
     launch = pd.DataFrame({"pos": pos[graph_op], "corr": corr[graph_op]}).drop_duplicates()
     launches = launch.groupby("pos").size()
     out["graph_launches"] = launches.reindex(range(len(kept)), fill_value=0).to_numpy()
+    kernel_cols = [f"kernels:{p}" for p in patterns]
     for pattern, col in zip(patterns, kernel_cols, strict=True):
         out[col] = count(is_kernel & name_matches(ops, pattern))
-    if mode is CaptureMode.GRAPH:
-        why = (
-            "graph-internal kernels are invisible with --cuda-graph-trace=graph; "
-            "record in node mode"
-        )
-        for col in ["graph_kernels", *kernel_cols]:
-            out[col] = np.nan
-            unavailable[col] = why
+    if mode is not CaptureMode.GRAPH:
+        return {}
+    why = "graph-internal kernels are invisible with --cuda-graph-trace=graph; record in node mode"
+    for col in ["graph_kernels", *kernel_cols]:
+        out[col] = np.nan
+    return dict.fromkeys(["graph_kernels", *kernel_cols], why)
 
-    # gaps between the anchors' GPU work
+
+def _gap_metrics(out: pd.DataFrame, steps: Steps, gap_cols: list[str]) -> None:
+    """``gap_us:A->B`` between the GPU work of consecutive anchor instances."""
+    ops = steps.ops
+    start, end = ops["start_ns"].to_numpy(), ops["end_ns"].to_numpy()
     a_idx = ops["anchor"].to_numpy()
     on_anchor = a_idx >= 0
     g = pd.DataFrame({"a": a_idx[on_anchor], "start": start[on_anchor], "end": end[on_anchor]})
-    nan = np.full(len(steps.anchors), np.nan)
-    a_first = g.groupby("a")["start"].min().reindex(range(len(nan))).to_numpy(dtype="float64")
-    a_last = g.groupby("a")["end"].max().reindex(range(len(nan))).to_numpy(dtype="float64")
+    n = len(steps.anchors)
+    a_first = g.groupby("a")["start"].min().reindex(range(n)).to_numpy(dtype="float64")
+    a_last = g.groupby("a")["end"].max().reindex(range(n)).to_numpy(dtype="float64")
     gaps = _gaps(steps, a_first, a_last, "gap_us:")
     for col in gap_cols:
         out[col] = np.nan
     for col in gaps.columns:
-        out[col] = gaps[col].reindex(kept).to_numpy()
+        out[col] = gaps[col].reindex(steps.kept).to_numpy()
 
-    # API calls started inside each step on its thread
+
+def _api_metrics(out: pd.DataFrame, trace: Trace, steps: Steps) -> None:
+    """``api_calls:NAME``: CUDA API calls started inside each step range on its thread."""
     api = trace.api(API_CALLS)
     api = api[(api["pid"] == steps.pid) & (api["tid"] == steps.tid)]
+    all_steps = steps.all_steps
     a_step = interval_index(
         all_steps["start_ns"].to_numpy(), all_steps["end_ns"].to_numpy(), api["start_ns"].to_numpy()
     )
     calls = pd.DataFrame({"step": a_step, "name": api["name"].to_numpy(dtype=object)})
     calls = calls[calls["step"] >= 0].groupby(["step", "name"]).size().unstack(fill_value=0)
-    for name, col in zip(API_CALLS, api_cols, strict=True):
-        out[col] = (
-            (calls[name] if name in calls else pd.Series(dtype="int64"))
-            .reindex(kept, fill_value=0)
-            .to_numpy()
-        )
-    return StepMetrics(out, unavailable, list(steps.notes), pd.Series(w_start, index=kept))
+    for name in API_CALLS:
+        counts = calls[name] if name in calls else pd.Series(dtype="int64")
+        out[f"api_calls:{name}"] = counts.reindex(steps.kept, fill_value=0).to_numpy()
