@@ -138,7 +138,15 @@ def build(plan: dict) -> tuple[SyntheticExport, tuple[str, ...]]:
     return x, empty if plan["tables"] == "empty memcpy/memset" else ()
 
 
-@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# derandomize: the same examples on every run, so CI is reproducible; explore more with
+# SPECSCOPE_PROPERTY_EXAMPLES=N (a new seed of examples per N).
+@settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 @given(plan=plans())
 @example(plan=OVERTAKE)
 def test_random_exports_keep_the_invariants(tmp_path_factory, plan):
