@@ -139,7 +139,7 @@ def build(plan: dict) -> tuple[SyntheticExport, tuple[str, ...]]:
 
 
 # derandomize: the same examples on every run, so CI is reproducible; explore more with
-# SPECSCOPE_PROPERTY_EXAMPLES=N (a new seed of examples per N).
+# a larger SPECSCOPE_PROPERTY_EXAMPLES.
 @settings(
     max_examples=EXAMPLES,
     deadline=None,
