@@ -228,7 +228,9 @@ def analyze(
     click.echo(_fmt(result.summary))
     if totals:
         for name, frame in capture_totals(t).items():
-            click.echo(f"\n{name} (whole capture)\n{_fmt(frame)}")
+            # demangled template names run to thousands of characters: shorten them for reading
+            short = frame.rename(index=lambda n: n if len(n) <= 90 else n[:87] + "...")
+            click.echo(f"\n{name} (whole capture)\n{_fmt(short)}")
     if timeline:
         if result.metrics.window_start_ns is None:
             warn("no kernel timeline: the steps have no GPU work")
