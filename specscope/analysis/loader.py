@@ -186,34 +186,45 @@ class Trace:
         have = self.columns("NVTX_EVENTS")
         text_id = "textId" if "textId" in have else "NULL"
         domain_id = "domainId" if "domainId" in have else "0"
-        rows = self.query(
-            f"SELECT start, end, text, {text_id}, globalTid, {domain_id}, eventType "
-            "FROM NVTX_EVENTS WHERE eventType IN (?, ?, ?)",
-            (NVTX_PUSHPOP, NVTX_STARTEND, NVTX_DOMAIN_CREATE),
+        types = f"eventType IN ({NVTX_PUSHPOP}, {NVTX_STARTEND}, {NVTX_DOMAIN_CREATE})"
+        start, end, is_open, code, gtid, domain_id, etype, has_text, rowid = self.int_columns(
+            f"SELECT start, coalesce(end, 0), end IS NULL, coalesce({text_id}, -1),"
+            f" coalesce(globalTid, 0), coalesce({domain_id}, 0), eventType, text IS NOT NULL,"
+            f" rowid FROM NVTX_EVENTS WHERE {types} ORDER BY rowid",
+            9,
         )
         progress.report("NVTX ranges", 1, 1)
+        # Names are codes: StringIds ids, or -2 - i for the i-th distinct explicit ``text``.
+        texts = dict(
+            self.query(f"SELECT rowid, text FROM NVTX_EVENTS WHERE text IS NOT NULL AND {types}")
+        )
+        distinct = sorted(set(texts.values()))
+        if distinct:
+            text_code = {t: -2 - i for i, t in enumerate(distinct)}
+            idx = np.flatnonzero(has_text)
+            code[idx] = [text_code[texts[int(r)]] for r in rowid[idx]]
         strings = self.strings
-        start = np.array([r[0] for r in rows], dtype=np.int64)
-        end = np.array([-1 if r[1] is None else r[1] for r in rows], dtype=np.int64)
-        names = [r[2] if r[2] is not None else strings.get(r[3], "") for r in rows]
-        gtid = np.array([r[4] or 0 for r in rows], dtype=np.int64)
-        domain_id = np.array([r[5] or 0 for r in rows], dtype=np.int64)
-        etype = np.array([r[6] for r in rows], dtype=np.int64)
+
+        def label(c: int) -> str:
+            return distinct[-2 - c] if c <= -2 else strings.get(c, "")
+
         pid, tid = (gtid >> 24) & _PID_MASK, gtid & _PID_MASK
         is_domain = etype == NVTX_DOMAIN_CREATE
-        domains = {(int(pid[i]), int(domain_id[i])): names[i] for i in np.flatnonzero(is_domain)}
+        domains = {
+            (int(pid[i]) << 32) | int(domain_id[i]): label(int(code[i]))
+            for i in np.flatnonzero(is_domain)
+        }
         is_range = ~is_domain
-        closed = is_range & np.array([r[1] is not None for r in rows], dtype=bool)
+        closed = is_range & (is_open == 0)
         unclosed = int(is_range.sum() - closed.sum())
         keep = np.flatnonzero(closed)
+        domain_key = (pid[keep] << 32) | domain_id[keep]
         out = pd.DataFrame(
             {
                 "start_ns": start[keep],
                 "end_ns": end[keep],
-                "name": _object_categorical([names[i] for i in keep]),
-                "domain": _object_categorical(
-                    [domains.get((int(pid[i]), int(domain_id[i])), "") for i in keep]
-                ),
+                "name": _labelled(code[keep], label),
+                "domain": _labelled(domain_key, lambda k: domains.get(k, "")),
                 "pid": pid[keep],
                 "tid": tid[keep],
                 "event_type": etype[keep],
@@ -403,19 +414,22 @@ def _op_label(i: int, strings: dict[int, str]) -> str:
     return f"[CUDA memcpy {_MEMCPY_NAMES.get(-10 - i, 'Other')}]"  # as nsys stats names them
 
 
-def _object_categorical(values: list[str]) -> pd.Categorical:
-    """A categorical of Python strings (object categories: cheap to compare and convert)."""
-    categories = pd.Index(sorted(set(values)), dtype=object)
-    return pd.Categorical(values, categories=categories)
+def _labelled(codes: np.ndarray, label) -> pd.Categorical:
+    """A categorical of the strings ``label(code)`` (object categories: cheap to compare and
+    convert); each distinct code is labelled once."""
+    uniq, inverse = np.unique(codes, return_inverse=True)
+    labels = [label(int(c)) for c in uniq]
+    inverse = inverse.reshape(-1)
+    if len(set(labels)) < len(labels):  # two codes with one label: merge through the labels
+        categories = pd.Index(sorted(set(labels)), dtype=object)
+        return pd.Categorical(np.asarray(labels, dtype=object)[inverse], categories=categories)
+    categories = pd.Index(labels, dtype=object)
+    return pd.Categorical.from_codes(inverse.astype("int32"), categories=categories)
 
 
 def _categorical(ids: np.ndarray, strings: dict[int, str]) -> pd.Categorical:
-    uniq, inverse = np.unique(ids, return_inverse=True)
-    labels = [_op_label(int(i), strings) for i in uniq]
-    if len(set(labels)) < len(labels):  # two codes with one label: merge through the labels
-        return pd.Categorical(np.asarray(labels, dtype=object)[inverse])
-    categories = pd.Index(labels, dtype=object)
-    return pd.Categorical.from_codes(inverse.astype("int32"), categories=categories)
+    """Op names from their name codes (see :func:`_op_label`)."""
+    return _labelled(ids, lambda i: _op_label(i, strings))
 
 
 def load(path: str | Path) -> Trace:
