@@ -38,10 +38,6 @@ def cli() -> None:
     """
 
 
-def _csv_list(value: str | None) -> tuple[str, ...] | None:
-    return None if value is None else tuple(v.strip() for v in value.split(",") if v.strip())
-
-
 def _fmt(df: pd.DataFrame) -> str:
     return df.to_string(float_format=lambda x: f"{x:.1f}", na_rep="n/a")
 

@@ -146,9 +146,6 @@ class Trace:
         with _sql_errors(self.path):
             return self.con.execute(sql, tuple(params)).fetchall()
 
-    def frame(self, sql: str, columns: list[str], params: Iterable = ()) -> pd.DataFrame:
-        return pd.DataFrame.from_records(self.query(sql, params), columns=columns)
-
     @cached_property
     def strings(self) -> dict[int, str]:
         """StringIds, resolved once."""

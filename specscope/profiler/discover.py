@@ -44,10 +44,6 @@ class Nsys:
     version: str  # e.g. "2023.4.4.54"; "" if unknown
     found_by: str  # "--nsys", "SPECSCOPE_NSYS", "PATH", or the glob that matched
 
-    @property
-    def version_tuple(self) -> tuple[int, ...]:
-        return parse_version(self.version)
-
 
 def parse_version(text: str) -> tuple[int, ...]:
     """``"... version 2023.4.4.54-23443v0"`` -> ``(2023, 4, 4, 54)``; ``()`` if none."""

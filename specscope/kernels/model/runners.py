@@ -131,16 +131,6 @@ class GraphRunner:
             self.forward(bs_eff)
 
 
-def _pad_rows(arr: np.ndarray, bs_eff: int, fill) -> np.ndarray:
-    """Append rows of `fill` to a [bs, ...] array up to bs_eff rows."""
-    if arr.shape[0] >= bs_eff:
-        return arr
-    pad = np.broadcast_to(
-        np.asarray(fill, dtype=arr.dtype), (bs_eff - arr.shape[0],) + arr.shape[1:]
-    )
-    return np.concatenate([arr, pad])
-
-
 class VerifyRunner(GraphRunner):
     mode = ForwardMode.TARGET_VERIFY
 
