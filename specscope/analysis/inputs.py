@@ -23,8 +23,8 @@ from pathlib import Path
 from specscope.analysis.run import Analysis, analyze
 from specscope.analysis.runs import Run, is_results_db, load_run, run_from_analysis
 from specscope.analysis.spec import StepSpec
+from specscope.checksum import sha256_file
 from specscope.errors import SpecscopeError
-from specscope.profiler.manifest import sha256_file
 
 MANIFEST = "manifest.json"
 

@@ -18,7 +18,6 @@ Runs are only ever appended; nothing earlier is overwritten.
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import json
 import math
 from importlib.metadata import PackageNotFoundError, version
@@ -30,14 +29,7 @@ import sqlite_utils
 from specscope.analysis.loader import Trace
 from specscope.analysis.metrics import StepMetrics
 from specscope.analysis.steps import Steps
-
-
-def sha256_of(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+from specscope.checksum import sha256_file
 
 
 def _specscope_version() -> str:
@@ -63,7 +55,7 @@ def append_run(
     gpu = trace.gpu_names.get(steps.device_id) if steps.device_id is not None else None
     run = {
         "trace": str(trace.path),
-        "sha256": sha256_of(trace.path),
+        "sha256": sha256_file(trace.path),
         "nsys_version": trace.nsys_version,
         "schema_version": trace.schema_version,
         "capture_mode": trace.capture_mode.value,

@@ -22,8 +22,8 @@ from specscope.analysis.compare import Comparison, compare_runs
 from specscope.analysis.inputs import ReportInput, run_from_analysis
 from specscope.analysis.run import analyze
 from specscope.analysis.spec import load_preset
+from specscope.checksum import sha256_file
 from specscope.errors import SpecscopeError
-from specscope.profiler.manifest import sha256_file
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = (  # label, file under examples/exports/ (the first is the baseline)

@@ -27,9 +27,10 @@ import sqlite_utils
 from specscope.analysis.inputs import ReportInput, run_from_analysis
 from specscope.analysis.run import analyze
 from specscope.analysis.spec import load_preset
-from specscope.analysis.store import append_run, sha256_of
+from specscope.analysis.store import append_run
 from specscope.campaign.matrix import MODES, Campaign
 from specscope.campaign.record import read_log
+from specscope.checksum import sha256_file
 from specscope.errors import SpecscopeError
 
 DB = "results.sqlite"
@@ -113,7 +114,7 @@ def analyze_folder(
                 row.update(status="analysis-failed", error=str(err))
                 say(f"{run_id_text}: analysis failed: {err}")
             else:
-                sha = sha256_of(export)
+                sha = sha256_file(export)
                 run_id = _existing_run_id(db, e["export"], sha)
                 if run_id is None:
                     run_id = append_run(db_path, a.trace, a.steps, a.metrics, a.summary)

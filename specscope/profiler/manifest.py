@@ -16,7 +16,6 @@ outright still leaves one.
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import json
 import os
 import platform
@@ -26,6 +25,8 @@ import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+
+from specscope.checksum import sha256_file
 
 MANIFEST = "manifest.json"
 ENV_PREFIXES = ("SPECSCOPE_", "SGLANG_")
@@ -97,14 +98,6 @@ def host_info() -> dict[str, str]:
         "platform": platform.platform(),
         "python": platform.python_version(),
     }
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def files_under(folder: Path, suffix: str = "") -> list[Path]:
