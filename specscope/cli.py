@@ -42,6 +42,16 @@ def _fmt(df: pd.DataFrame) -> str:
     return df.to_string(float_format=lambda x: f"{x:.1f}", na_rep="n/a")
 
 
+def _header(a) -> str:
+    """One line of provenance above an analysis' summary table."""
+    t, st = a.trace, a.steps
+    return (
+        f"{t.path}  nsys {t.nsys_version}  capture mode {t.capture_mode.value}  "
+        f"GPU {a.gpu or 'n/a'}  steps {len(st.kept)} (pid {st.pid} tid {st.tid}, "
+        f"skipped {st.skipped})"
+    )
+
+
 def _analyze_several(
     traces: tuple[Path, ...],
     spec,
@@ -103,12 +113,7 @@ def _analyze_several(
             warn("no cross-rank view: it needs at least two analysed exports")
     else:
         for label, a in ok.items():
-            t, st = a.trace, a.steps
-            click.echo(
-                f"[{label}] {t.path}  nsys {t.nsys_version}  capture mode {t.capture_mode.value}"
-                f"  GPU {a.gpu or 'n/a'}  steps {len(st.kept)} (pid {st.pid} tid {st.tid}, "
-                f"skipped {st.skipped})"
-            )
+            click.echo(f"[{label}] {_header(a)}")
             click.echo(_fmt(a.summary) + "\n")
         if view is not None:
             click.echo(f"cross-rank view: {len(ok)} ranks, {len(view)} steps in common")
@@ -216,11 +221,7 @@ def analyze(
         click.echo(result.metrics.frame.to_csv(), nl=False)
         return
     t = result.trace
-    click.echo(
-        f"{t.path}  nsys {t.nsys_version}  capture mode {t.capture_mode.value}  "
-        f"GPU {result.gpu or 'n/a'}  steps {len(result.steps.kept)} "
-        f"(pid {result.steps.pid} tid {result.steps.tid}, skipped {result.steps.skipped})"
-    )
+    click.echo(_header(result))
     click.echo(_fmt(result.summary))
     if totals:
         for name, frame in capture_totals(t).items():
