@@ -9,12 +9,15 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
-import pandas as pd
 
 from specscope.cli_common import spec_from_options, spec_options, warn
 from specscope.errors import SpecError, SpecscopeError
+
+if TYPE_CHECKING:  # pandas is imported by the commands that need it, not for --help
+    import pandas as pd
 
 
 class _Group(click.Group):

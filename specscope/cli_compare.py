@@ -19,7 +19,6 @@ import math
 from pathlib import Path
 
 import click
-import pandas as pd
 
 from specscope.cli_common import one_line_errors, spec_from_options, spec_options, warn
 
@@ -55,6 +54,8 @@ def _side_text(label: str, runs) -> str:
 
 
 def _metrics_table(c) -> str:
+    import pandas as pd
+
     m = c.metrics
     multi = (m["before_runs"].max() > 1) or (m["after_runs"].max() > 1)
 
@@ -89,6 +90,8 @@ def _metrics_table(c) -> str:
 
 
 def _kernels_table(c) -> str:
+    import pandas as pd
+
     k = c.kernels
     if k is None:
         return "per-kernel diff: unavailable for results-database runs (they keep no operations)"
