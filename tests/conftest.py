@@ -1,20 +1,9 @@
 """Shared fixtures: write tiny synthetic nsys exports and analyse them.
 
 ``write_export(x)`` writes a :class:`SyntheticExport` to a fresh file in the test's tmp dir;
-``eagle_export(...)`` builds the EAGLE-shaped loop of ``eagle_exports.py`` (copied here):
-
-Step k of ``eagle_export`` (times in ns, T = k * period; every launch inside the step thread)::
-
-    CPU  |-- step [T, T+9000] ------------------------------------------------------|
-            memcpy   |- draft.replay -|    |- verify.replay -|   |- draft_extend.replay -|
-            api@500  [1000, 2000]           [3000, 4000]          [5000, 6000]
-                     launch@1100            launch@3100           launch@5100
-    GPU        [700,800] htod 64 B
-                           [1500,2500] draft_k  [3500,4500] verify_k  [5500,6500] extend_k
-                           [2500,2600] fused_metadata_copy_kernel
-
-Node mode: the anchor kernels are graph nodes (one graphNodeId each); graph mode: each replay is
-one CUPTI_ACTIVITY_KIND_GRAPH_TRACE row over the same extent (``[1500, 2600]`` for draft).
+``eagle_export(...)`` writes the EAGLE-shaped loop of ``eagle_exports.build_eagle`` (its
+module docstring draws one step with every time the tests compute by hand);
+``analyze_x(x, ...)`` writes and analyses an export.
 """
 
 from __future__ import annotations
