@@ -19,8 +19,11 @@ from specscope.kernels.ops.attention import (
     build_metadata_ordinary,
 )
 from specscope.kernels.ops.attention.dsa_kpool_metadata import launch_settings
+from specscope.kernels.ops.attention.dsa_kpool_metadata.scan import FIELDS, PAGE_TABLE, SCHEDULE
 from specscope.kernels.ops.attention.testing import (
     assert_metadata_equal,
+    defined_lengths,
+    live_masks,
     make_forward_inputs,
     scramble,
 )
@@ -162,3 +165,80 @@ def test_launch_settings_are_a_function_of_shapes():
     assert s.grid(192) == (1 + 192 * s.n_spans,)
     # Every column of a row is covered by exactly one worker span.
     assert s.n_spans * 2 * s.block_cols >= g.page_table_width > (s.n_spans - 1) * 2 * s.block_cols
+
+
+SETTINGS_VARIANTS = {
+    "two-meta-programs": dict(meta_programs=2),
+    "narrow-workers": dict(block_cols=64, steps=1, num_warps=1),
+    "long-spans": dict(block_cols=128, steps=3, num_warps=8, meta_programs=2),
+    "histogram-schedule": dict(histogram_schedule=True),
+    "histogram-two-programs": dict(histogram_schedule=True, meta_programs=2, num_warps=2),
+}
+
+
+@pytest.mark.parametrize("variant", sorted(SETTINGS_VARIANTS))
+@pytest.mark.parametrize("mode", list(ForwardMode), ids=lambda m: m.name)
+def test_fused_equals_ordinary_under_other_launch_settings(mode, variant, triton_device):
+    """Launch settings change how the work is split, never the result."""
+    g = replace(CPU_GEOMETRY, num_sms=13)
+    lens = tuple(boundary_lengths(g))[:12]
+    bs = len(lens)
+    inputs = make_forward_inputs(
+        mode, g, lens, accept_lens=_acc_mixed(bs, 6), seed=5, device=triton_device
+    )
+    expected = allocate_metadata(bs, bs * 6, g, triton_device)
+    actual = allocate_metadata(bs, bs * 6, g, triton_device)
+    scramble(actual, seed=3)
+    build_metadata_ordinary(mode, inputs, expected)
+    rows = g.rows(mode, bs)
+    settings = launch_settings(rows, bs, g, **SETTINGS_VARIANTS[variant])
+    build_metadata_fused(mode, inputs, actual, settings)
+    assert_metadata_equal(actual, expected, mode, bs)
+
+
+@pytest.mark.parametrize("meta_programs", [1, 2])
+@pytest.mark.parametrize("stages", [FIELDS, SCHEDULE, PAGE_TABLE])
+def test_stage_bits_run_only_their_work(stages, meta_programs, triton_device):
+    """The benchmark's ablations: a build with some stages left out writes only the others."""
+    g, mode, lens = CPU_GEOMETRY, VERIFY, (700, 65, 300)
+    bs, rows = len(lens), g.rows(VERIFY, len(lens))
+    inputs = make_forward_inputs(mode, g, lens, seed=7, device=triton_device)
+    full = allocate_metadata(bs, rows, g, triton_device)
+    build_metadata_ordinary(mode, inputs, full)
+    part = allocate_metadata(bs, rows, g, triton_device, fill=-5)
+    settings = launch_settings(rows, bs, g, stages=stages, meta_programs=meta_programs)
+    build_metadata_fused(mode, inputs, part, settings)
+    groups = {
+        PAGE_TABLE: {"page_table_1", "real_page_table"},
+        SCHEDULE: {"paged_mqa_schedule"},
+    }
+    groups[FIELDS] = set(full.tensors()) - groups[PAGE_TABLE] - groups[SCHEDULE]
+    lengths = defined_lengths(mode, g, bs)
+    table_mask, page_mask = live_masks(g, full.seqlens_expanded)
+    masks = {"page_table_1": table_mask, "real_page_table": page_mask}
+    for name, t in part.tensors().items():
+        if name not in groups[stages]:
+            assert (t == -5).all(), f"{name} written with stages={stages}"
+        elif name in masks:
+            assert torch.equal(t[masks[name]], full.tensors()[name][masks[name]]), name
+        else:
+            n = lengths[name]
+            assert torch.equal(t[:n], full.tensors()[name][:n]), name
+
+
+@pytest.mark.parametrize("num_sms", [1, 2, 5, 31, 127, 132, 255])
+@pytest.mark.parametrize("histogram", [False, True], ids=["search", "histogram"])
+def test_schedule_over_sm_counts(num_sms, histogram, triton_device):
+    """Both row searches of the schedule against the reference, S around powers of two, with
+    fewer and more index blocks than SMs."""
+    g = replace(CPU_GEOMETRY, num_sms=num_sms, page_table_width=512)
+    gen = torch.Generator().manual_seed(num_sms)
+    for lens in ((6, 7, 8), tuple(torch.randint(6, 513, (20,), generator=gen).tolist())):
+        bs = len(lens)
+        inputs = make_forward_inputs(VERIFY, g, lens, seed=num_sms, device=triton_device)
+        expected = allocate_metadata(bs, bs * 6, g, triton_device)
+        actual = allocate_metadata(bs, bs * 6, g, triton_device, fill=-5)
+        build_metadata_ordinary(VERIFY, inputs, expected)
+        settings = launch_settings(bs * 6, bs, g, histogram_schedule=histogram)
+        build_metadata_fused(VERIFY, inputs, actual, settings)
+        assert_metadata_equal(actual, expected, VERIFY, bs)

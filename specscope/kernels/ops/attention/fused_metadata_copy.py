@@ -21,7 +21,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .dsa_kpool_metadata.scan import STEPS_PER_SPAN, check_contiguous, launch_settings
+from .dsa_kpool_metadata.scan import check_contiguous, launch_settings
 from .dsa_metadata import DSAMetadata, ForwardMode
 
 # Order of the pointer table; the kernel's field indices follow it.
@@ -156,6 +156,6 @@ def fused_metadata_copy(
         BLOCK_1D=BLOCK_1D,
         BLOCK_COLS=settings.block_cols,
         N_SPANS=settings.n_spans,
-        STEPS=STEPS_PER_SPAN,
+        STEPS=settings.steps,
         num_warps=settings.num_warps,
     )

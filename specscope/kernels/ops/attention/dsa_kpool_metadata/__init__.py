@@ -11,10 +11,16 @@ from collections.abc import Callable
 from ..dsa_metadata import KPOOL_SIZES, DSAForwardInputs, DSAGeometry, DSAMetadata, ForwardMode
 from .decode import dsa_decode_metadata
 from .draft_extend import dsa_draft_extend_metadata
-from .scan import MAX_FUSED_ROWS, MAX_FUSED_SMS, check_contiguous, launch_settings
+from .scan import (
+    MAX_FUSED_ROWS,
+    MAX_FUSED_SMS,
+    LaunchSettings,
+    check_contiguous,
+    launch_settings,
+)
 from .verify import dsa_verify_metadata
 
-_LAUNCHERS: dict[ForwardMode, Callable[[DSAForwardInputs, DSAMetadata], None]] = {
+_LAUNCHERS: dict[ForwardMode, Callable[..., None]] = {
     ForwardMode.DECODE: dsa_decode_metadata,
     ForwardMode.TARGET_VERIFY: dsa_verify_metadata,
     ForwardMode.DRAFT_EXTEND: dsa_draft_extend_metadata,
@@ -37,8 +43,16 @@ def unsupported_reason(geometry: DSAGeometry, max_rows: int | None = None) -> st
     return None
 
 
-def build_metadata_fused(mode: ForwardMode, inputs: DSAForwardInputs, out: DSAMetadata) -> None:
-    """Build every field of `out` for one forward in one Triton launch; no host sync."""
+def build_metadata_fused(
+    mode: ForwardMode,
+    inputs: DSAForwardInputs,
+    out: DSAMetadata,
+    settings: LaunchSettings | None = None,
+) -> None:
+    """Build every field of `out` for one forward in one Triton launch; no host sync.
+
+    `settings` (benchmarks and tests only) replaces `launch_settings(...)` for this shape.
+    """
     reason = unsupported_reason(out.geometry, out.geometry.rows(mode, inputs.bs))
     if reason is not None:
         raise ValueError(f"fused DSA metadata unsupported: {reason}")
@@ -53,7 +67,7 @@ def build_metadata_fused(mode: ForwardMode, inputs: DSAForwardInputs, out: DSAMe
         positions=inputs.positions.contiguous(),
         accept_lens=None if inputs.accept_lens is None else inputs.accept_lens.contiguous(),
     )
-    _LAUNCHERS[mode](inputs, out)
+    _LAUNCHERS[mode](inputs, out, settings)
 
 
-__all__ = ["build_metadata_fused", "launch_settings", "unsupported_reason"]
+__all__ = ["LaunchSettings", "build_metadata_fused", "launch_settings", "unsupported_reason"]

@@ -11,7 +11,9 @@ import triton.language as tl
 
 from ..dsa_metadata import DSAForwardInputs, DSAMetadata, ForwardMode, check_build_args
 from .scan import (
+    LaunchSettings,
     _copy_live_prefix,
+    _meta_part,
     _meta_program,
     kernel_args,
     kernel_constexprs,
@@ -57,15 +59,19 @@ def _dsa_decode_metadata_kernel(
     BLOCK_COLS: tl.constexpr,
     N_SPANS: tl.constexpr,
     STEPS: tl.constexpr,
+    META_PROGRAMS: tl.constexpr,
+    STAGES: tl.constexpr,
+    HISTOGRAM: tl.constexpr,
 ):
     pid = tl.program_id(0)
-    if pid == 0:
+    if pid < META_PROGRAMS:
         r = tl.arange(0, BLOCK_ROWS)
         rm = r < rows
         seqlens = tl.load(seq_lens_ptr + r, mask=rm, other=0)
         valid = rm
         tail = rm  # every decode token is its request's last
         _meta_program(
+            _meta_part(pid, META_PROGRAMS, STAGES),
             r,
             rm,
             seqlens,
@@ -95,9 +101,10 @@ def _dsa_decode_metadata_kernel(
             ROW_BITS,
             BLOCK_BS,
             BLOCK_SMS,
+            HISTOGRAM,
         )
-    else:
-        w = pid - 1
+    elif STAGES & 4:  # PAGE_TABLE
+        w = pid - META_PROGRAMS
         row = w // N_SPANS
         live = tl.load(seq_lens_ptr + row)
         req = tl.load(req_pool_indices_ptr + row)
@@ -118,10 +125,12 @@ def _dsa_decode_metadata_kernel(
         )
 
 
-def dsa_decode_metadata(inputs: DSAForwardInputs, out: DSAMetadata) -> None:
+def dsa_decode_metadata(
+    inputs: DSAForwardInputs, out: DSAMetadata, settings: LaunchSettings | None = None
+) -> None:
     """Build DECODE metadata into `out` in one launch; no host sync."""
     rows = check_build_args(ForwardMode.DECODE, inputs, out)
-    settings = launch_settings(rows, inputs.bs, out.geometry)
+    settings = settings or launch_settings(rows, inputs.bs, out.geometry)
     _dsa_decode_metadata_kernel[settings.grid(rows)](
         *kernel_args(inputs, out), inputs.bs, rows, **kernel_constexprs(out.geometry, settings)
     )

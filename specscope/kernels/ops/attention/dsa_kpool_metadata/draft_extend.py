@@ -12,7 +12,9 @@ import triton.language as tl
 
 from ..dsa_metadata import DSAForwardInputs, DSAMetadata, ForwardMode, check_build_args
 from .scan import (
+    LaunchSettings,
     _copy_live_prefix,
+    _meta_part,
     _meta_program,
     kernel_args,
     kernel_constexprs,
@@ -58,9 +60,12 @@ def _dsa_draft_extend_metadata_kernel(
     BLOCK_COLS: tl.constexpr,
     N_SPANS: tl.constexpr,
     STEPS: tl.constexpr,
+    META_PROGRAMS: tl.constexpr,
+    STAGES: tl.constexpr,
+    HISTOGRAM: tl.constexpr,
 ):
     pid = tl.program_id(0)
-    if pid == 0:
+    if pid < META_PROGRAMS:
         r = tl.arange(0, BLOCK_ROWS)
         rm = r < rows
         j = r % T
@@ -70,6 +75,7 @@ def _dsa_draft_extend_metadata_kernel(
         valid = j < acc
         tail = j == acc - 1
         _meta_program(
+            _meta_part(pid, META_PROGRAMS, STAGES),
             r,
             rm,
             seqlens,
@@ -99,9 +105,10 @@ def _dsa_draft_extend_metadata_kernel(
             ROW_BITS,
             BLOCK_BS,
             BLOCK_SMS,
+            HISTOGRAM,
         )
-    else:
-        w = pid - 1
+    elif STAGES & 4:  # PAGE_TABLE
+        w = pid - META_PROGRAMS
         row = w // N_SPANS
         b = row // T
         # Names differ from the meta branch's: Triton merges names set in both branches.
@@ -125,10 +132,12 @@ def _dsa_draft_extend_metadata_kernel(
         )
 
 
-def dsa_draft_extend_metadata(inputs: DSAForwardInputs, out: DSAMetadata) -> None:
+def dsa_draft_extend_metadata(
+    inputs: DSAForwardInputs, out: DSAMetadata, settings: LaunchSettings | None = None
+) -> None:
     """Build DRAFT_EXTEND metadata into `out` in one launch; no host sync."""
     rows = check_build_args(ForwardMode.DRAFT_EXTEND, inputs, out)
-    settings = launch_settings(rows, inputs.bs, out.geometry)
+    settings = settings or launch_settings(rows, inputs.bs, out.geometry)
     _dsa_draft_extend_metadata_kernel[settings.grid(rows)](
         *kernel_args(inputs, out), inputs.bs, rows, **kernel_constexprs(out.geometry, settings)
     )

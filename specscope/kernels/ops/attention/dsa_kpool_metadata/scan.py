@@ -1,22 +1,27 @@
 """Building blocks shared by the three fused DSA metadata kernels, and their launch settings.
 
-Every fused kernel is one launch on a 1-D grid:
+Every fused kernel is one launch on a 1-D grid (M = `LaunchSettings.meta_programs`):
 
-    program 0                      the *meta program*: request fields, every per-row field
-                                   (vectorised over all rows), the row scans and the
-                                   paged-MQA schedule
-    programs 1 .. rows * n_spans   page-table workers: program 1 + r * n_spans + c copies
+    programs 0 .. M - 1            the *meta programs*: request fields and every per-row field
+                                   (vectorised over all rows, with the row scans), and the
+                                   paged-MQA schedule. M = 1: program 0 does both; M = 2:
+                                   program 0 the fields, program 1 the schedule, side by side
+    programs M .. M + rows*n_spans page-table workers: program M + r * n_spans + c copies
                                    span c of row r's live prefix into page_table_1 and the
                                    page ids of those columns into real_page_table
 
-The meta program is the only one that needs a prefix scan across rows; the workers need nothing
+The meta programs are the only ones that need a prefix scan across rows; the workers need nothing
 but their own row. The helpers here are `@triton.jit` functions inlined into each mode's kernel;
 each mode supplies its own row mapping (which request a row belongs to, how many keys it sees).
+
+`LaunchSettings.stages` selects which of the three kinds of work run (FIELDS, SCHEDULE,
+PAGE_TABLE bits). Builders always run all of them; `bench/dsa_metadata_stages.py` leaves stages out
+to measure where a build's GPU time goes.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 import triton
@@ -28,6 +33,13 @@ MAX_FUSED_ROWS = 4096  # the meta program holds every row in one block
 MAX_FUSED_SMS = 1023  # the schedule's S + 1 entries sit in one block
 MAX_BLOCK_COLS = 1024  # page-table columns one worker moves per step
 STEPS_PER_SPAN = 2  # steps one worker takes along its row before the next worker goes on
+META_PROGRAMS = 1  # programs doing the row fields and the schedule (1 or 2)
+HISTOGRAM_SCHEDULE = False  # `_paged_mqa_schedule`'s row search
+
+FIELDS = 1  # stage bits of LaunchSettings.stages: request and row fields, KPool write plan
+SCHEDULE = 2  # paged_mqa_schedule
+PAGE_TABLE = 4  # page_table_1 and real_page_table
+ALL_STAGES = FIELDS | SCHEDULE | PAGE_TABLE
 
 
 @dataclass(frozen=True)
@@ -36,32 +48,47 @@ class LaunchSettings:
 
     block_rows: int  # >= rows: the meta program's vector over rows
     block_bs: int  # >= bs + 1: its vector over requests
-    block_sms: int  # >= num_sms + 1: its vector over schedule entries
+    block_sms: int  # >= num_sms + 2: its vector over schedule entries, and a spare bin
     row_bits: int  # log2(block_rows): steps of the schedule's binary search
     block_cols: int  # page-table columns per worker step (a multiple of page_size)
+    steps: int  # steps one worker takes along its row (its span: steps * block_cols columns)
     n_spans: int  # workers per page-table row
     num_warps: int
+    meta_programs: int  # 1: program 0 does fields and schedule; 2: one program each
+    stages: int  # ALL_STAGES, except when a benchmark leaves work out
+    histogram_schedule: bool  # find each SM's row by a histogram (else by a binary search)
 
     def grid(self, rows: int) -> tuple[int]:
-        return (1 + rows * self.n_spans,)
+        return (self.meta_programs + rows * self.n_spans,)
 
 
-def launch_settings(rows: int, bs: int, geometry: DSAGeometry) -> LaunchSettings:
-    """Deterministic launch settings from shapes (no autotuning: trial runs pollute profiles)."""
+def launch_settings(rows: int, bs: int, geometry: DSAGeometry, **overrides) -> LaunchSettings:
+    """Deterministic launch settings from shapes (no autotuning: trial runs pollute profiles).
+
+    `overrides` (benchmarks only) replace fields; `n_spans` follows `block_cols` and `steps`.
+    """
     g = geometry
-    block_sms = triton.next_power_of_2(g.num_sms + 1)
+    block_sms = triton.next_power_of_2(g.num_sms + 2)
     block_cols = max(g.page_size, min(MAX_BLOCK_COLS, triton.next_power_of_2(g.page_table_width)))
-    span = block_cols * STEPS_PER_SPAN
     block_rows = triton.next_power_of_2(max(rows, 2))
-    return LaunchSettings(
+    settings = LaunchSettings(
         block_rows=block_rows,
         block_bs=triton.next_power_of_2(bs + 1),
         block_sms=block_sms,
         row_bits=block_rows.bit_length() - 1,
         block_cols=block_cols,
-        n_spans=triton.cdiv(g.page_table_width, span),
+        steps=STEPS_PER_SPAN,
+        n_spans=0,
         num_warps=4,
+        meta_programs=META_PROGRAMS,
+        stages=ALL_STAGES,
+        histogram_schedule=HISTOGRAM_SCHEDULE,
     )
+    settings = replace(settings, **overrides)
+    if settings.block_cols % g.page_size or settings.meta_programs not in (1, 2):
+        raise ValueError(f"invalid launch settings {overrides}")
+    span = settings.block_cols * settings.steps
+    return replace(settings, n_spans=triton.cdiv(g.page_table_width, span))
 
 
 def kernel_args(inputs: DSAForwardInputs, out: DSAMetadata) -> tuple:
@@ -108,7 +135,10 @@ def kernel_constexprs(geometry: DSAGeometry, settings: LaunchSettings) -> dict:
         ROW_BITS=s.row_bits,
         BLOCK_COLS=s.block_cols,
         N_SPANS=s.n_spans,
-        STEPS=STEPS_PER_SPAN,
+        STEPS=s.steps,
+        META_PROGRAMS=s.meta_programs,
+        STAGES=s.stages,
+        HISTOGRAM=s.histogram_schedule,
         num_warps=s.num_warps,
     )
 
@@ -167,10 +197,7 @@ def _row_fields(
     TOPK: tl.constexpr,
     KPOOL: tl.constexpr,
 ):
-    """Every per-row field and the KPool write plan for rows `r` (masked by `rm`).
-
-    Returns each row's number of indexer blocks, ceil(kpool_seqlens / (P / k)); 0 past `rm`.
-    """
+    """Every per-row field and the KPool write plan for rows `r` (masked by `rm`)."""
     tl.store(seqlens_expanded_ptr + r, seqlens, mask=rm)
     dsa = tl.minimum(seqlens, TOPK)
     tl.store(dsa_cache_seqlens_ptr + r, dsa, mask=rm)
@@ -184,8 +211,22 @@ def _row_fields(
     tl.store(pool_offset_ptr + r, tl.where(valid, offset, 0), mask=rm)
     tl.store(flush_ptr + r, flush.to(tl.int32), mask=rm)
 
+
+@triton.jit
+def _indexer_blocks(seqlens, rm, PAGE_SIZE: tl.constexpr, KPOOL: tl.constexpr):
+    """Each row's number of indexer blocks, ceil(kpool_seqlens / (P / k)); 0 past `rm`."""
     KPOOL_BLOCK: tl.constexpr = PAGE_SIZE // KPOOL
+    kpool_seqlens = (seqlens + (KPOOL - 1)) // KPOOL
     return tl.where(rm, (kpool_seqlens + (KPOOL_BLOCK - 1)) // KPOOL_BLOCK, 0)
+
+
+@triton.jit
+def _meta_part(pid, META_PROGRAMS: tl.constexpr, STAGES: tl.constexpr):
+    """The meta work of program `pid` < META_PROGRAMS as stage bits (1 fields, 2 schedule)."""
+    if META_PROGRAMS == 1:
+        return tl.full([], STAGES & 3, tl.int32)
+    else:
+        return (pid + 1) & STAGES
 
 
 @triton.jit
@@ -197,26 +238,45 @@ def _paged_mqa_schedule(
     BLOCK_ROWS: tl.constexpr,
     ROW_BITS: tl.constexpr,
     BLOCK_SMS: tl.constexpr,
+    HISTOGRAM: tl.constexpr,
 ):
     """Write paged_mqa_schedule [S + 1, 2] (definition in `DSAMetadata`) from `blocks`
     ([BLOCK_ROWS], each row's indexer blocks, 0 past `rm`), all SMs at once.
 
-    SM s starts at block start(s) = s * (total // S) + min(s, total % S). Its row is the number of
-    rows whose inclusive block prefix `ends` is <= start(s) (torch.searchsorted(right=True)): a
-    binary search over `ends`, one step per bit of BLOCK_ROWS = 2 ** ROW_BITS, for every SM in the
-    same vector (`tl.gather` reads `ends` at each SM's probe). Its offset is start(s) minus the
-    prefix of the rows before it.
+    SM s starts at block start(s) = s * q + min(s, rem), q = total // S, rem = total % S. Its row
+    is the number of rows whose inclusive block prefix `ends` is <= start(s)
+    (torch.searchsorted(right=True)); its offset is start(s) minus the prefix of the rows before
+    it. Two ways to find the rows, both for every SM in one vector:
+
+    - binary search over `ends`, one step per bit of BLOCK_ROWS = 2 ** ROW_BITS (`tl.gather`
+      reads `ends` at each SM's probe);
+    - HISTOGRAM: start(s) is monotone with a closed-form inverse, so each row's first SM
+      f(r) = min{s : start(s) >= ends[r]} is arithmetic; the row of SM s is then the number of
+      rows with f(r) <= s: a histogram of f over the SMs and its prefix sum.
     """
     ends = tl.cumsum(blocks, axis=0)  # [BLOCK_ROWS] inclusive block prefix
     total = tl.sum(blocks, axis=0)
-    ends = tl.where(rm, ends, 2147483647)  # padding rows never end at or before a start
+    q = total // NUM_SMS
+    rem = total % NUM_SMS
     s = tl.arange(0, BLOCK_SMS)
-    starts = s * (total // NUM_SMS) + tl.minimum(s, total % NUM_SMS)  # [BLOCK_SMS]
-    row = tl.zeros([BLOCK_SMS], dtype=tl.int32)  # rows known to end at or before each start
-    for i in tl.static_range(ROW_BITS + 1):
-        cand = row + (BLOCK_ROWS >> i)
-        probe = tl.gather(ends, tl.minimum(cand, BLOCK_ROWS) - 1, axis=0)
-        row = tl.where((cand <= BLOCK_ROWS) & (probe <= starts), cand, row)
+    starts = s * q + tl.minimum(s, rem)  # [BLOCK_SMS]
+    if HISTOGRAM:
+        # f(r): SMs up to rem start every q + 1 blocks (start <= rem * (q + 1)), later ones every
+        # q; q == 0 only when total < S, and then every end is <= rem = total.
+        first_sm = tl.where(
+            ends <= rem * (q + 1),
+            (ends + q) // (q + 1),
+            (ends - rem + q - 1) // tl.maximum(q, 1),
+        )
+        first_sm = tl.where(rm, first_sm, BLOCK_SMS - 1)  # padding rows: a bin past SM S
+        row = tl.cumsum(tl.histogram(first_sm, BLOCK_SMS), axis=0).to(tl.int32)
+    else:
+        search = tl.where(rm, ends, 2147483647)  # padding rows never end at or before a start
+        row = tl.zeros([BLOCK_SMS], dtype=tl.int32)  # rows known to end at or before each start
+        for i in tl.static_range(ROW_BITS + 1):
+            cand = row + (BLOCK_ROWS >> i)
+            probe = tl.gather(search, tl.minimum(cand, BLOCK_ROWS) - 1, axis=0)
+            row = tl.where((cand <= BLOCK_ROWS) & (probe <= starts), cand, row)
     first_block = tl.gather(ends, tl.maximum(row - 1, 0), axis=0)
     first_block = tl.where(row > 0, first_block, 0)
     sm = s <= NUM_SMS
@@ -226,6 +286,7 @@ def _paged_mqa_schedule(
 
 @triton.jit
 def _meta_program(
+    part,
     r,
     rm,
     seqlens,
@@ -255,40 +316,47 @@ def _meta_program(
     ROW_BITS: tl.constexpr,
     BLOCK_BS: tl.constexpr,
     BLOCK_SMS: tl.constexpr,
+    HISTOGRAM: tl.constexpr,
 ):
-    """Program 0: request fields, every row field (rows `r`, masked by `rm`, each seeing `seqlens`
-    keys; `valid`: it writes the KPool; `tail`: its request's last) and the schedule."""
-    _request_fields(
-        seq_lens_ptr,
-        bs,
-        cache_seqlens_ptr,
-        cu_seqlens_q_ptr,
-        cu_seqlens_k_ptr,
-        ROWS_PER_REQ,
-        BLOCK_BS,
-    )
-    loc = tl.load(out_cache_loc_ptr + r, mask=rm, other=0)
-    pos = tl.load(positions_ptr + r, mask=rm, other=0)
-    blocks = _row_fields(
-        r,
-        rm,
-        seqlens,
-        valid,
-        tail,
-        loc,
-        pos,
-        seqlens_expanded_ptr,
-        dsa_cache_seqlens_ptr,
-        dsa_cu_seqlens_k_ptr,
-        kpool_seqlens_ptr,
-        pool_slot_ptr,
-        pool_offset_ptr,
-        flush_ptr,
-        PAGE_SIZE,
-        TOPK,
-        KPOOL,
-    )
-    _paged_mqa_schedule(blocks, rm, schedule_ptr, NUM_SMS, BLOCK_ROWS, ROW_BITS, BLOCK_SMS)
+    """A meta program: if `part` & 1, the request fields and every row field (rows `r`, masked by
+    `rm`, each seeing `seqlens` keys; `valid`: it writes the KPool; `tail`: its request's last);
+    if `part` & 2, the schedule."""
+    if (part & 1) != 0:
+        _request_fields(
+            seq_lens_ptr,
+            bs,
+            cache_seqlens_ptr,
+            cu_seqlens_q_ptr,
+            cu_seqlens_k_ptr,
+            ROWS_PER_REQ,
+            BLOCK_BS,
+        )
+        loc = tl.load(out_cache_loc_ptr + r, mask=rm, other=0)
+        pos = tl.load(positions_ptr + r, mask=rm, other=0)
+        _row_fields(
+            r,
+            rm,
+            seqlens,
+            valid,
+            tail,
+            loc,
+            pos,
+            seqlens_expanded_ptr,
+            dsa_cache_seqlens_ptr,
+            dsa_cu_seqlens_k_ptr,
+            kpool_seqlens_ptr,
+            pool_slot_ptr,
+            pool_offset_ptr,
+            flush_ptr,
+            PAGE_SIZE,
+            TOPK,
+            KPOOL,
+        )
+    if (part & 2) != 0:
+        blocks = _indexer_blocks(seqlens, rm, PAGE_SIZE, KPOOL)
+        _paged_mqa_schedule(
+            blocks, rm, schedule_ptr, NUM_SMS, BLOCK_ROWS, ROW_BITS, BLOCK_SMS, HISTOGRAM
+        )
 
 
 @triton.jit

@@ -11,7 +11,9 @@ import triton.language as tl
 
 from ..dsa_metadata import DSAForwardInputs, DSAMetadata, ForwardMode, check_build_args
 from .scan import (
+    LaunchSettings,
     _copy_live_prefix,
+    _meta_part,
     _meta_program,
     kernel_args,
     kernel_constexprs,
@@ -57,9 +59,12 @@ def _dsa_verify_metadata_kernel(
     BLOCK_COLS: tl.constexpr,
     N_SPANS: tl.constexpr,
     STEPS: tl.constexpr,
+    META_PROGRAMS: tl.constexpr,
+    STAGES: tl.constexpr,
+    HISTOGRAM: tl.constexpr,
 ):
     pid = tl.program_id(0)
-    if pid == 0:
+    if pid < META_PROGRAMS:
         r = tl.arange(0, BLOCK_ROWS)
         rm = r < rows
         j = r % T
@@ -68,6 +73,7 @@ def _dsa_verify_metadata_kernel(
         valid = rm
         tail = j == T - 1
         _meta_program(
+            _meta_part(pid, META_PROGRAMS, STAGES),
             r,
             rm,
             seqlens,
@@ -97,9 +103,10 @@ def _dsa_verify_metadata_kernel(
             ROW_BITS,
             BLOCK_BS,
             BLOCK_SMS,
+            HISTOGRAM,
         )
-    else:
-        w = pid - 1
+    elif STAGES & 4:  # PAGE_TABLE
+        w = pid - META_PROGRAMS
         row = w // N_SPANS
         b = row // T
         live = tl.load(seq_lens_ptr + b) - T + row % T + 1
@@ -121,10 +128,12 @@ def _dsa_verify_metadata_kernel(
         )
 
 
-def dsa_verify_metadata(inputs: DSAForwardInputs, out: DSAMetadata) -> None:
+def dsa_verify_metadata(
+    inputs: DSAForwardInputs, out: DSAMetadata, settings: LaunchSettings | None = None
+) -> None:
     """Build TARGET_VERIFY metadata into `out` in one launch; no host sync."""
     rows = check_build_args(ForwardMode.TARGET_VERIFY, inputs, out)
-    settings = launch_settings(rows, inputs.bs, out.geometry)
+    settings = settings or launch_settings(rows, inputs.bs, out.geometry)
     _dsa_verify_metadata_kernel[settings.grid(rows)](
         *kernel_args(inputs, out), inputs.bs, rows, **kernel_constexprs(out.geometry, settings)
     )

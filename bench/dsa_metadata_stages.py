@@ -1,0 +1,202 @@
+"""Benchmark: where a fused DSA metadata build's GPU time goes (stage ablation + launch sweep).
+
+Usage (on a CUDA machine):
+
+    python bench/dsa_metadata_stages.py --out bench/out        # writes dsa_metadata_stages.csv
+
+Same geometry and inputs as `bench/dsa_metadata.py` (T = 6, live lengths 4k-8k, L = 16384,
+k = 4, K = 2048). For each mode at `--bs`, every row is one launch configuration:
+
+    empty            an empty Triton kernel on a grid of 1 (the floor of one launch)
+    empty-grid       the same empty kernel on the fused build's grid: the cost of the programs
+    full             the fused build as the builders launch it
+    fields / schedule / meta / page-table
+                     the fused build with only those stages (`scan.py`'s stage bits; `meta` =
+                     fields + schedule); the grid stays the full one
+    meta2            the full build with the fields and the schedule in two programs
+    hist, hist-meta2, schedule-hist
+                     the same with the schedule's rows found by a histogram, not a search
+    bytes-copy       `Tensor.copy_` of as many int32 as the live page-table prefixes hold: what
+                     moving those bytes costs as one bandwidth-bound copy kernel
+    cols=C,steps=S,warps=W,meta=M,hist=H
+                     (`--sweep`, TARGET_VERIFY only) the full build under other launch settings
+
+Columns: graph_us (`--graph-reps` builds in one CUDA graph, median over `--graph-iters` replays,
+divided by the reps; what `bench/dsa_metadata.py` reports) and kernel_us (CUPTI device time per
+launch: busy time). Every configuration that builds is first checked against the ordinary path.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import datetime as dt
+import itertools
+import sys
+from pathlib import Path
+
+import torch
+import triton
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from dsa_metadata import _empty_kernel, git_sha, graph_time_us, profile  # noqa: E402
+
+from specscope.kernels.ops.attention import (  # noqa: E402
+    DSAGeometry,
+    ForwardMode,
+    allocate_metadata,
+    build_metadata_fused,
+    build_metadata_ordinary,
+)
+from specscope.kernels.ops.attention.dsa_kpool_metadata import launch_settings  # noqa: E402
+from specscope.kernels.ops.attention.dsa_kpool_metadata.scan import (  # noqa: E402
+    FIELDS,
+    PAGE_TABLE,
+    SCHEDULE,
+)
+from specscope.kernels.ops.attention.testing import (  # noqa: E402
+    assert_metadata_equal,
+    make_forward_inputs,
+)
+
+STAGE_ROWS = {
+    "fields": dict(stages=FIELDS),
+    "schedule": dict(stages=SCHEDULE),
+    "meta": dict(stages=FIELDS | SCHEDULE),
+    "page-table": dict(stages=PAGE_TABLE),
+    "meta2": dict(meta_programs=2),
+    "hist": dict(histogram_schedule=True),
+    "hist-meta2": dict(histogram_schedule=True, meta_programs=2),
+    "schedule-hist": dict(stages=SCHEDULE, histogram_schedule=True),
+}
+
+
+def sweep_rows() -> dict[str, dict]:
+    rows = {}
+    grid = itertools.product((512, 1024, 2048), (1, 2, 4), (4, 8), (1, 2), (False, True))
+    for cols, steps, warps, meta, hist in grid:
+        rows[f"cols={cols},steps={steps},warps={warps},meta={meta},hist={int(hist)}"] = dict(
+            block_cols=cols,
+            steps=steps,
+            num_warps=warps,
+            meta_programs=meta,
+            histogram_schedule=hist,
+        )
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, default=Path("bench/out"))
+    parser.add_argument("--bs", default="32")
+    parser.add_argument("--kpool", type=int, default=4)
+    parser.add_argument("--topk", type=int, default=2048)
+    parser.add_argument("--width", type=int, default=16384)
+    parser.add_argument("--sweep", action="store_true", help="also sweep TARGET_VERIFY settings")
+    parser.add_argument("--graph-reps", type=int, default=20)
+    parser.add_argument("--graph-iters", type=int, default=20)
+    parser.add_argument("--profile-iters", type=int, default=10)
+    args = parser.parse_args()
+    if not torch.cuda.is_available():
+        raise SystemExit("bench/dsa_metadata_stages.py needs a CUDA device")
+
+    props = torch.cuda.get_device_properties(0)
+    g = DSAGeometry(
+        page_size=64,
+        index_topk=args.topk,
+        index_kpool=args.kpool,
+        page_table_width=args.width,
+        num_sms=props.multi_processor_count,
+        num_draft_tokens=6,
+    )
+    provenance = {
+        "gpu": props.name,
+        "torch": torch.__version__,
+        "triton": triton.__version__,
+        "git_sha": git_sha(),
+        "time_utc": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+    }
+    args.out.mkdir(parents=True, exist_ok=True)
+    path = args.out / "dsa_metadata_stages.csv"
+    path.unlink(missing_ok=True)
+
+    def record(mode: str, bs: int, config: str, fn, extra: dict | None = None) -> dict:
+        fn()
+        torch.cuda.synchronize()
+        launches, kernel_us, _ = profile(fn, args.profile_iters)
+        row = {
+            "mode": mode,
+            "bs": bs,
+            "config": config,
+            "graph_us": graph_time_us(fn, args.graph_reps, args.graph_iters),
+            "kernel_us": kernel_us,
+            "launches": launches,
+            "grid": (extra or {}).get("grid", ""),
+            "bytes": (extra or {}).get("bytes", ""),
+            **provenance,
+        }
+        new = not path.exists()
+        with path.open("a", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=list(row))
+            if new:
+                writer.writeheader()
+            writer.writerow(row)
+        print(
+            f"{mode:14} bs={bs:4} {config:34} graph={row['graph_us']:7.2f}us "
+            f"kernel={kernel_us:7.2f}us launches={launches:.1f} {extra or ''}",
+            flush=True,
+        )
+        return row
+
+    record("-", 0, "empty", lambda: _empty_kernel[(1,)]())
+    for bs in [int(x) for x in args.bs.split(",")]:
+        gen = torch.Generator().manual_seed(bs)
+        lens = torch.randint(4096, 8193, (bs,), generator=gen).tolist()
+        acc = torch.randint(1, 7, (bs,), generator=gen).tolist()
+        for mode in ForwardMode:
+            inputs = make_forward_inputs(
+                mode, g, lens, accept_lens=acc, seed=bs, max_reqs=2 * bs, device="cuda"
+            )
+            rows = g.rows(mode, bs)
+            ordinary = allocate_metadata(bs, rows, g, "cuda")
+            build_metadata_ordinary(mode, inputs, ordinary)
+            live = int(ordinary.seqlens_expanded[:rows].sum())
+            default = launch_settings(rows, bs, g)
+            grid = default.grid(rows)
+            record(
+                mode.name,
+                bs,
+                "empty-grid",
+                lambda grid=grid: _empty_kernel[grid](),
+                {"grid": grid[0]},
+            )
+            src = torch.zeros(live, dtype=torch.int32, device="cuda")
+            dst = torch.empty_like(src)
+            record(
+                mode.name, bs, "bytes-copy", lambda d=dst, s=src: d.copy_(s), {"bytes": 4 * live}
+            )
+
+            configs = {"full": {}, **STAGE_ROWS}
+            if args.sweep and mode == ForwardMode.TARGET_VERIFY:
+                configs.update(sweep_rows())
+            for name, overrides in configs.items():
+                settings = launch_settings(rows, bs, g, **overrides)
+                out = allocate_metadata(bs, rows, g, "cuda")
+
+                def build(s=settings, i=inputs, o=out, m=mode):
+                    build_metadata_fused(m, i, o, s)
+
+                try:
+                    build()
+                    if "stages" not in overrides:
+                        assert_metadata_equal(out, ordinary, mode, bs)
+                    record(mode.name, bs, name, build, {"grid": settings.grid(rows)[0]})
+                except Exception as exc:  # one failing configuration must not end the sweep
+                    print(f"{mode.name} bs={bs} {name}: {exc!r}", flush=True)
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()
