@@ -18,7 +18,10 @@ k = 4, K = 2048). For each mode at `--bs`, every row is one launch configuration
                      the same with the schedule's rows found by a histogram, not a search
     bytes-copy       `Tensor.copy_` of as many int32 as the live page-table prefixes hold: what
                      moving those bytes costs as one bandwidth-bound copy kernel
-    cols=C,steps=S,warps=W,meta=M,hist=H
+    bytes-copy-triton
+                     the same bytes (rounded up to 1024 int32) by a 3-line unmasked Triton copy,
+                     1024 int32 per program
+    cols=C,warps=W,meta=M,hist=H
                      (`--sweep`, TARGET_VERIFY only) the full build under other launch settings
 
 Columns: graph_us (`--graph-reps` builds in one CUDA graph, median over `--graph-iters` replays,
@@ -37,6 +40,7 @@ from pathlib import Path
 
 import torch
 import triton
+import triton.language as tl
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -61,6 +65,14 @@ from specscope.kernels.ops.attention.testing import (  # noqa: E402
     make_forward_inputs,
 )
 
+
+@triton.jit
+def _bytes_copy_kernel(src, dst, BLOCK: tl.constexpr):
+    """dst = src, BLOCK int32 per program, no masks (the length is a multiple of BLOCK)."""
+    o = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(dst + o, tl.load(src + o))
+
+
 STAGE_ROWS = {
     "fields": dict(stages=FIELDS),
     "schedule": dict(stages=SCHEDULE),
@@ -75,14 +87,10 @@ STAGE_ROWS = {
 
 def sweep_rows() -> dict[str, dict]:
     rows = {}
-    grid = itertools.product((512, 1024, 2048), (1, 2, 4), (4, 8), (1, 2), (False, True))
-    for cols, steps, warps, meta, hist in grid:
-        rows[f"cols={cols},steps={steps},warps={warps},meta={meta},hist={int(hist)}"] = dict(
-            block_cols=cols,
-            steps=steps,
-            num_warps=warps,
-            meta_programs=meta,
-            histogram_schedule=hist,
+    grid = itertools.product((256, 512, 1024, 2048, 4096), (2, 4, 8), (1, 2), (False, True))
+    for cols, warps, meta, hist in grid:
+        rows[f"cols={cols},warps={warps},meta={meta},hist={int(hist)}"] = dict(
+            block_cols=cols, num_warps=warps, meta_programs=meta, histogram_schedule=hist
         )
     return rows
 

@@ -164,13 +164,13 @@ def test_launch_settings_are_a_function_of_shapes():
     assert s.block_cols % g.page_size == 0
     assert s.grid(192) == (1 + 192 * s.n_spans,)
     # Every column of a row is covered by exactly one worker span.
-    assert s.n_spans * 2 * s.block_cols >= g.page_table_width > (s.n_spans - 1) * 2 * s.block_cols
+    assert s.n_spans * s.block_cols >= g.page_table_width > (s.n_spans - 1) * s.block_cols
 
 
 SETTINGS_VARIANTS = {
     "two-meta-programs": dict(meta_programs=2),
-    "narrow-workers": dict(block_cols=64, steps=1, num_warps=1),
-    "long-spans": dict(block_cols=128, steps=3, num_warps=8, meta_programs=2),
+    "narrow-workers": dict(block_cols=64, num_warps=1),
+    "long-spans": dict(block_cols=512, num_warps=8, meta_programs=2),
     "histogram-schedule": dict(histogram_schedule=True),
     "histogram-two-programs": dict(histogram_schedule=True, meta_programs=2, num_warps=2),
 }

@@ -72,7 +72,6 @@ def _fused_metadata_copy_kernel(
     BLOCK_1D: tl.constexpr,
     BLOCK_COLS: tl.constexpr,
     N_SPANS: tl.constexpr,
-    STEPS: tl.constexpr,
 ):
     dst_table = dst_tables + tl.program_id(0) * N_FIELDS
     pid = tl.program_id(1)
@@ -90,8 +89,8 @@ def _fused_metadata_copy_kernel(
         row = (w // N_SPANS).to(tl.int64)
         span = w % N_SPANS
         live = tl.load(seqlens_ptr + row)
-        start = span * (STEPS * BLOCK_COLS)
-        end = tl.minimum(live, start + STEPS * BLOCK_COLS)
+        start = span * BLOCK_COLS
+        end = tl.minimum(live, start + BLOCK_COLS)
         src_row = _field_ptr(src_table, 11) + row * stride_pt
         dst_row = _field_ptr(dst_table, 11) + row * stride_pt
         _copy_prefix(src_row, dst_row, start, end, BLOCK_COLS)
@@ -156,6 +155,5 @@ def fused_metadata_copy(
         BLOCK_1D=BLOCK_1D,
         BLOCK_COLS=settings.block_cols,
         N_SPANS=settings.n_spans,
-        STEPS=settings.steps,
         num_warps=settings.num_warps,
     )

@@ -58,7 +58,6 @@ def _dsa_decode_metadata_kernel(
     ROW_BITS: tl.constexpr,
     BLOCK_COLS: tl.constexpr,
     N_SPANS: tl.constexpr,
-    STEPS: tl.constexpr,
     META_PROGRAMS: tl.constexpr,
     STAGES: tl.constexpr,
     HISTOGRAM: tl.constexpr,
@@ -121,7 +120,6 @@ def _dsa_decode_metadata_kernel(
             w % N_SPANS,
             PAGE_SIZE,
             BLOCK_COLS,
-            STEPS,
         )
 
 

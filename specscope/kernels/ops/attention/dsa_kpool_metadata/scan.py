@@ -31,8 +31,7 @@ from ..dsa_metadata import DSAForwardInputs, DSAGeometry, DSAMetadata
 
 MAX_FUSED_ROWS = 4096  # the meta program holds every row in one block
 MAX_FUSED_SMS = 1023  # the schedule's S + 1 entries sit in one block
-MAX_BLOCK_COLS = 1024  # page-table columns one worker moves per step
-STEPS_PER_SPAN = 2  # steps one worker takes along its row before the next worker goes on
+MAX_BLOCK_COLS = 1024  # page-table columns one worker copies (its span of the row)
 META_PROGRAMS = 1  # programs doing the row fields and the schedule (1 or 2)
 HISTOGRAM_SCHEDULE = False  # `_paged_mqa_schedule`'s row search
 
@@ -50,8 +49,7 @@ class LaunchSettings:
     block_bs: int  # >= bs + 1: its vector over requests
     block_sms: int  # >= num_sms + 2: its vector over schedule entries, and a spare bin
     row_bits: int  # log2(block_rows): steps of the schedule's binary search
-    block_cols: int  # page-table columns per worker step (a multiple of page_size)
-    steps: int  # steps one worker takes along its row (its span: steps * block_cols columns)
+    block_cols: int  # page-table columns per worker (a multiple of page_size): its span
     n_spans: int  # workers per page-table row
     num_warps: int
     meta_programs: int  # 1: program 0 does fields and schedule; 2: one program each
@@ -65,7 +63,7 @@ class LaunchSettings:
 def launch_settings(rows: int, bs: int, geometry: DSAGeometry, **overrides) -> LaunchSettings:
     """Deterministic launch settings from shapes (no autotuning: trial runs pollute profiles).
 
-    `overrides` (benchmarks only) replace fields; `n_spans` follows `block_cols` and `steps`.
+    `overrides` (benchmarks and tests only) replace fields; `n_spans` follows `block_cols`.
     """
     g = geometry
     block_sms = triton.next_power_of_2(g.num_sms + 2)
@@ -77,7 +75,6 @@ def launch_settings(rows: int, bs: int, geometry: DSAGeometry, **overrides) -> L
         block_sms=block_sms,
         row_bits=block_rows.bit_length() - 1,
         block_cols=block_cols,
-        steps=STEPS_PER_SPAN,
         n_spans=0,
         num_warps=4,
         meta_programs=META_PROGRAMS,
@@ -87,8 +84,7 @@ def launch_settings(rows: int, bs: int, geometry: DSAGeometry, **overrides) -> L
     settings = replace(settings, **overrides)
     if settings.block_cols % g.page_size or settings.meta_programs not in (1, 2):
         raise ValueError(f"invalid launch settings {overrides}")
-    span = settings.block_cols * settings.steps
-    return replace(settings, n_spans=triton.cdiv(g.page_table_width, span))
+    return replace(settings, n_spans=triton.cdiv(g.page_table_width, settings.block_cols))
 
 
 def kernel_args(inputs: DSAForwardInputs, out: DSAMetadata) -> tuple:
@@ -135,7 +131,6 @@ def kernel_constexprs(geometry: DSAGeometry, settings: LaunchSettings) -> dict:
         ROW_BITS=s.row_bits,
         BLOCK_COLS=s.block_cols,
         N_SPANS=s.n_spans,
-        STEPS=s.steps,
         META_PROGRAMS=s.meta_programs,
         STAGES=s.stages,
         HISTOGRAM=s.histogram_schedule,
@@ -373,22 +368,30 @@ def _copy_live_prefix(
     span,
     PAGE_SIZE: tl.constexpr,
     BLOCK_COLS: tl.constexpr,
-    STEPS: tl.constexpr,
 ):
-    """Copy columns [span * STEPS * BLOCK_COLS, live) of this span from req_to_token row `req` to
-    page_table_1 row `row`, and the page ids (slot // P) of its page-starting columns."""
+    """Copy the live part of columns [span * BLOCK_COLS, (span + 1) * BLOCK_COLS) from
+    req_to_token row `req` to page_table_1 row `row`, and the page ids (slot // P) of its
+    page-starting columns to real_page_table.
+
+    A span that is live to its end is copied without masks: a mask that ends at a runtime column
+    keeps Triton from proving 4 neighbours share it, so masked accesses are 4-byte, unmasked ones
+    16-byte vectors. Only a row's last live span is masked.
+    """
     src_row_ptr = req_to_token_ptr + req * stride_r2t
     dst_row_ptr = page_table_1_ptr + row.to(tl.int64) * stride_pt
     dst_page_row_ptr = real_page_table_ptr + row.to(tl.int64) * stride_rpt
-    start = span * (STEPS * BLOCK_COLS)
-    end = tl.minimum(live, start + STEPS * BLOCK_COLS)
-    if start < end:
-        for i in tl.static_range(STEPS):  # unrolled, so every step's loads issue together
-            c = start + i * BLOCK_COLS
-            cols = c + tl.arange(0, BLOCK_COLS)
-            m = cols < end
-            tl.store(dst_row_ptr + cols, tl.load(src_row_ptr + cols, mask=m), mask=m)
-            pages = c // PAGE_SIZE + tl.arange(0, BLOCK_COLS // PAGE_SIZE)
-            pm = pages * PAGE_SIZE < end
-            first_slots = tl.load(src_row_ptr + pages * PAGE_SIZE, mask=pm)
-            tl.store(dst_page_row_ptr + pages, first_slots // PAGE_SIZE, mask=pm)
+    start = span * BLOCK_COLS
+    cols = start + tl.arange(0, BLOCK_COLS)
+    pages = span * (BLOCK_COLS // PAGE_SIZE) + tl.arange(0, BLOCK_COLS // PAGE_SIZE)
+    if start + BLOCK_COLS <= live:
+        slots = tl.load(src_row_ptr + cols)
+        first_slots = tl.load(src_row_ptr + pages * PAGE_SIZE)
+        tl.store(dst_row_ptr + cols, slots)
+        tl.store(dst_page_row_ptr + pages, first_slots // PAGE_SIZE)
+    elif start < live:
+        m = cols < live
+        pm = pages * PAGE_SIZE < live
+        slots = tl.load(src_row_ptr + cols, mask=m)
+        first_slots = tl.load(src_row_ptr + pages * PAGE_SIZE, mask=pm)
+        tl.store(dst_row_ptr + cols, slots, mask=m)
+        tl.store(dst_page_row_ptr + pages, first_slots // PAGE_SIZE, mask=pm)
