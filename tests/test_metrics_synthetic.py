@@ -864,3 +864,47 @@ def test_correlation_ids_match_within_a_process(analyze_x):
     assert ops.loc["theirs", ["pid", "api_tid", "api_start_ns"]].tolist() == [200, 200, 50]
     assert ops.loc["mine", ["pid", "api_tid", "api_start_ns"]].tolist() == [100, 100, 10]
     assert ops.loc["orphan", "api_tid"] == -1 and math.isnan(ops.loc["orphan", "api_start_ns"])
+
+
+@pytest.mark.parametrize("reader", ["adbc", "sqlite3"])
+def test_op_columns_keep_extreme_values(write_export, monkeypatch, reader):
+    """The loader reads ids packed in pairs (loader._OP_COLUMNS): values at the edges of their
+    ranges come back exactly, for every op kind and with both readers."""
+    from specscope.analysis.loader import load
+
+    if reader == "adbc":
+        pytest.importorskip("adbc_driver_sqlite")
+    monkeypatch.setenv("SPECSCOPE_SQLITE_READER", reader)
+    big_pid, big_stream, big_corr = 0xFFFFFF, 2**31 - 1, 2**37 + 5
+    x = SyntheticExport()
+    x.range("step", 0, 1000)
+    for i in range(300):  # push the kernel names' StringIds ids up
+        x.string(f"filler {i}")
+    c = x.api("cudaLaunchKernel", 10, 20, pid=big_pid)
+    x.kernel("k", 100, 200, c, device=7, stream=big_stream, pid=big_pid, graph_node=3,
+             demangled="void k<int>()")  # fmt: skip
+    x.memcpy("ptop", 2**40, 300, 400, big_corr, stream=0)
+    x.memset(2**33, 500, 600, 9, device=2**31 - 1, stream=1)
+    x.graph_replay(700, 800, 10, graph_id=123456, stream=65536)
+    ops = load(write_export(x)).ops.set_index("name")
+    cols = ["device_id", "stream_id", "pid", "correlation_id", "kind", "in_graph", "copy_kind",
+            "bytes", "full_name"]  # fmt: skip
+    got = {name: list(row) for name, row in ops[cols].astype(object).fillna("-").iterrows()}
+    assert got == {
+        "k": [7, big_stream, big_pid, c, "kernel", True, "-", 0, "void k<int>()"],
+        "[CUDA memcpy Peer-to-Peer]": [
+            0,
+            0,
+            100,
+            big_corr,
+            "memcpy",
+            False,
+            "other",
+            2**40,
+            "[CUDA memcpy Peer-to-Peer]",
+        ],  # fmt: skip
+        "[CUDA memset]": [2**31 - 1, 1, 100, 9, "memset", False, "-", 2**33, "[CUDA memset]"],
+        "[CUDA graph 123456]": [0, 65536, 100, 10, "graph", True, "-", 0, "[CUDA graph 123456]"],
+    }
+    assert ops.loc["k", "api_start_ns"] == 10
+    assert ops["device_id"].dtype == np.int32 and ops["stream_id"].dtype == np.int32

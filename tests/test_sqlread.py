@@ -21,3 +21,27 @@ def test_readers_agree(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     plain = load(DATA / f"{name}.sqlite")
     assert plain._columnar is None
     pd.testing.assert_frame_equal(columnar.ops, plain.ops)
+
+
+@pytest.mark.parametrize("reader", ["adbc", "sqlite3"])
+def test_many_fills_columns_a_query_leaves_out_with_zero(
+    reader: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sqlite3
+
+    from specscope.analysis.sqlread import columnar_connection, int_columns_many
+
+    if reader == "adbc":
+        pytest.importorskip("adbc_driver_sqlite")
+    monkeypatch.setenv("SPECSCOPE_SQLITE_READER", reader)
+    path = tmp_path / "t.sqlite"
+    con = sqlite3.connect(path)
+    con.execute("CREATE TABLE t (a INTEGER, b INTEGER)")
+    con.executemany("INSERT INTO t VALUES (?, ?)", [(1, 10), (2, 20), (3, 30)])
+    con.commit()
+    queries = [
+        ("SELECT a, b, 7 FROM t WHERE rowid <= 2", 2),
+        ("SELECT a FROM t WHERE rowid > 2", 1),  # b and the third column: 0
+    ]
+    cols = int_columns_many(con, lambda: columnar_connection(path), queries, 3, threads=2)
+    assert [c.tolist() for c in cols] == [[1, 2, 3], [10, 20, 0], [7, 7, 0]]

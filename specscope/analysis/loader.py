@@ -305,36 +305,46 @@ class Trace:
     def ops(self) -> pd.DataFrame:
         """Every GPU operation, with the start and thread of the API call that launched it."""
         # One query per table, large tables split into rowid ranges read on parallel threads
-        # (sqlread.int_columns_many); narrow dtypes where the values are small (_OP_DTYPES).
+        # (sqlread.int_columns_many). Small columns travel packed in pairs (_OP_COLUMNS): each
+        # result cell costs the reader more than the shifts that pack it.
         threads = read_threads()
         parts = []
-        for kind, (table, names, extra) in enumerate(_OP_TABLES):
+        for kind, (table, names, copy_kind, nbytes) in enumerate(_OP_TABLES):
             if not self.has(table):
                 continue
             graph = "graphNodeId IS NOT NULL" if "graphNodeId" in self.columns(table) else "0"
             graph = "1" if kind == KINDS.index("graph") else graph
             select = (
-                f"SELECT {kind}, start, end, deviceId, streamId, coalesce(correlationId, 0),"
-                f" (globalPid >> 24) & {_PID_MASK}, {names}, {graph}, {extra} FROM {table}"
+                f"SELECT start, end, coalesce(correlationId, 0),"
+                f" (deviceId << 32) | (streamId & {_LOW32}), {names},"
+                f" (((coalesce(globalPid, 0) >> 24) & {_PID_MASK}) << 16) | ({kind} << 12)"
+                f" | (({graph}) << 8) | ({copy_kind} & 255){nbytes} FROM {table}"
             )
             split = threads if kind == KINDS.index("kernel") and threads > 1 else 1
             with _sql_errors(self.path):
                 ranges = rowid_ranges(self.con, table, split)
             parts += [(select + where, bound) for where, bound in ranges]
-        (kind, start, end, device, stream, corr, pid, short, full, graph, copy, nbytes) = (
-            self._read(
-                lambda: int_columns_many(
-                    self.con,
-                    lambda: columnar_connection(self.path),
-                    parts,
-                    12,
-                    _OP_DTYPES,
-                    threads,
-                    on_done=lambda done, total: progress.report("GPU operations", done, total),
-                )
+        start, end, corr, place, names, misc, nbytes = self._read(
+            lambda: int_columns_many(
+                self.con,
+                lambda: columnar_connection(self.path),
+                parts,
+                len(_OP_COLUMNS),
+                threads=threads,
+                on_done=lambda done, total: progress.report("GPU operations", done, total),
             )
         )
-        api_start, api_tid = self._launches(pid.astype(np.int64), corr)
+        # unpack: high and low 32 bits (as int32, as a cast of each value would give), misc bits
+        device, stream = (place >> 32).astype(np.int32), place.astype(np.int32)
+        del place
+        short, full = (names >> 32).astype(np.int32), names.astype(np.int32)
+        del names
+        pid = (misc >> 16).astype(np.int32)
+        kind = ((misc >> 12) & 15).astype(np.int8)
+        in_graph = ((misc >> 8) & 1).astype(bool)
+        copy = misc.astype(np.int8)
+        del misc
+        api_start, api_tid = self._launches(pid, corr)
         # codes of COPY_KINDS; -1 (missing) for everything that is not a memcpy
         copy_code = np.select([kind != 1, copy == 1, copy == 2, copy == 8], [-1, 0, 1, 2], 3)
         return pd.DataFrame(
@@ -347,10 +357,8 @@ class Trace:
                 "correlation_id": corr,
                 "name": _categorical(short, self.strings),
                 "full_name": _categorical(full, self.strings),
-                "kind": pd.Categorical.from_codes(
-                    kind.astype("int8"), categories=pd.Index(KINDS, dtype=object)
-                ),
-                "in_graph": graph.astype(bool),
+                "kind": pd.Categorical.from_codes(kind, categories=pd.Index(KINDS, dtype=object)),
+                "in_graph": in_graph,
                 "copy_kind": pd.Categorical.from_codes(
                     copy_code.astype("int8"), categories=pd.Index(COPY_KINDS, dtype=object)
                 ),
@@ -369,7 +377,7 @@ class Trace:
             return start, tid
         a_start, _, a_gtid, a_corr, _ = self._runtime
         a_keys = (((a_gtid >> 24) & _PID_MASK) << _CORR_BITS) | a_corr
-        keys = (pid << _CORR_BITS) | corr
+        keys = (pid.astype(np.int64) << _CORR_BITS) | corr
         order = np.argsort(a_keys, kind="stable")
         sorted_keys = a_keys[order]
         i = np.clip(np.searchsorted(sorted_keys, keys), 0, max(len(order) - 1, 0))
@@ -380,17 +388,36 @@ class Trace:
 
 
 _PID_MASK = 0xFFFFFF
-# Column dtypes of the ops query: kind, start, end, deviceId, streamId, correlationId, pid
-# (24 bits), short and full name codes (StringIds ids), in_graph, copyKind, bytes.
-_OP_DTYPES = ("i1", "i8", "i8", "i4", "i4", "i8", "i4", "i4", "i4", "i1", "i1", "i8")
+_LOW32 = 0xFFFFFFFF
+# Columns of the ops query (int64 each). Device and stream ids, and the short and full name
+# codes, are int32 values packed in pairs as high << 32 | low; misc = pid (24 bits) << 16 |
+# kind (code of KINDS) << 12 | in_graph << 8 | copyKind (8 bits). Tables without bytes (kernels,
+# graph replays) leave that last column out: the reader fills it with 0.
+_OP_COLUMNS = ("start", "end", "correlationId", "deviceId:streamId", "names", "misc", "bytes")
 _CORR_BITS = 38  # (pid, correlation id) pairs are matched as pid << 38 | correlationId
-# Per op kind, in the order of KINDS: table, (short, full) name codes, (copyKind, bytes).
-# Name codes: kernels use StringIds; memcpy -10 - copyKind; memset -2; graph -1000 - graphId.
+# Per op kind, in the order of KINDS: table, packed name codes (short << 32 | full), copyKind,
+# ", bytes" or "". Name codes: kernels use StringIds; memcpy -10 - copyKind; memset -2; graph
+# -1000 - graphId (short = full).
 _OP_TABLES = [
-    ("CUPTI_ACTIVITY_KIND_KERNEL", "shortName, demangledName", "0, 0"),
-    ("CUPTI_ACTIVITY_KIND_MEMCPY", "-10 - copyKind, -10 - copyKind", "copyKind, bytes"),
-    ("CUPTI_ACTIVITY_KIND_MEMSET", "-2, -2", "0, bytes"),
-    ("CUPTI_ACTIVITY_KIND_GRAPH_TRACE", "-1000 - graphId, -1000 - graphId", "0, 0"),
+    (
+        "CUPTI_ACTIVITY_KIND_KERNEL",
+        f"(shortName << 32) | (demangledName & {_LOW32})",
+        "0",
+        "",
+    ),
+    (
+        "CUPTI_ACTIVITY_KIND_MEMCPY",
+        f"((-10 - copyKind) << 32) | ((-10 - copyKind) & {_LOW32})",
+        "copyKind",
+        ", bytes",
+    ),
+    ("CUPTI_ACTIVITY_KIND_MEMSET", f"(-2 << 32) | (-2 & {_LOW32})", "0", ", bytes"),
+    (
+        "CUPTI_ACTIVITY_KIND_GRAPH_TRACE",
+        f"((-1000 - graphId) << 32) | ((-1000 - graphId) & {_LOW32})",
+        "0",
+        "",
+    ),
 ]
 _MEMCPY_NAMES = {
     1: "Host-to-Device",

@@ -107,15 +107,18 @@ def _adbc_batches(columnar, sql: str, ncols: int, dtypes: list[np.dtype], into=N
         cur.adbc_statement.set_options(**{"adbc.sqlite.query.batch_rows": _BATCH_ROWS})
         cur.execute(sql)
         for batch in cur.fetch_record_batch():
-            cols = [batch.column(i).to_numpy(zero_copy_only=False) for i in range(ncols)]
+            width = min(ncols, batch.num_columns)
+            cols = [batch.column(i).to_numpy(zero_copy_only=False) for i in range(width)]
             if into is None:  # copies: no Arrow buffer outlives its batch
                 parts.append([np.array(c, dtype=dtypes[i]) for i, c in enumerate(cols)])
             else:
-                m = len(cols[0])
+                m = batch.num_rows
                 if n + m > len(into[0]):
                     raise ValueError("more rows than the rowid range allows")
                 for i, c in enumerate(cols):
                     into[i][n : n + m] = c
+                for i in range(width, ncols):  # columns the query does not return
+                    into[i][n : n + m] = 0
                 n += m
             del batch, cols
     finally:
@@ -128,15 +131,16 @@ def _sqlite3_batches(
 ):
     parts, n = [], 0
     cur = con.execute(sql)
+    width = min(ncols, len(cur.description))
     while rows := cur.fetchmany(chunk):  # chunks: the tuples of a big export never all exist
-        arr = np.array(rows, dtype=np.int64).reshape(-1, ncols)
+        arr = np.array(rows, dtype=np.int64).reshape(-1, len(cur.description))
         if into is None:
-            parts.append([arr[:, i].astype(dtypes[i]) for i in range(ncols)])
+            parts.append([arr[:, i].astype(dtypes[i]) for i in range(width)])
         else:
             if n + len(arr) > len(into[0]):
                 raise ValueError("more rows than the rowid range allows")
             for i in range(ncols):
-                into[i][n : n + len(arr)] = arr[:, i]
+                into[i][n : n + len(arr)] = arr[:, i] if i < width else 0
             n += len(arr)
     return parts if into is None else n
 
@@ -174,10 +178,11 @@ def int_columns_many(
 
     ``queries``: (sql, upper bound of its row count) pairs, e.g. from :func:`rowid_ranges`; the
     result arrays are allocated once and each query fills its own slice, so the peak memory is
-    the result itself (plus one batch per thread). ``connect()`` returns a new ADBC connection
-    (or None: the sqlite3 module, one query at a time); with ADBC, up to ``threads`` queries
-    run at once, each on its own connection. ``on_done(done, total)`` is called as each query
-    finishes (for progress).
+    the result itself (plus one batch per thread). A query may return fewer than ``ncols``
+    columns: the missing trailing ones are 0 in its rows (cheaper than selecting constants).
+    ``connect()`` returns a new ADBC connection (or None: the sqlite3 module, one query at a
+    time); with ADBC, up to ``threads`` queries run at once, each on its own connection.
+    ``on_done(done, total)`` is called as each query finishes (for progress).
     """
     dts = _dtypes(ncols, dtypes)
     finished = itertools.count(1)  # next() is atomic in CPython: safe across the threads
