@@ -96,17 +96,29 @@ def anchor_pairs(anchors: tuple[str, ...]) -> list[str]:
 
 def union_coverage(starts: np.ndarray, ends: np.ndarray):
     """Return ``covered(t)``: length of the union of the intervals that lies before ``t``."""
-    order = np.argsort(starts, kind="stable")
-    s, e = starts[order], ends[order]
-    if len(s) == 0:
+    if len(starts) == 0:
         return lambda t: np.zeros(len(t))
-    emax = np.maximum.accumulate(e)
-    new = np.ones(len(s), dtype=bool)
-    new[1:] = s[1:] > emax[:-1]
-    first = np.flatnonzero(new)
-    m_start = s[first]
-    m_end = emax[np.r_[first[1:] - 1, len(s) - 1]]
-    before = np.r_[0, np.cumsum(m_end - m_start)[:-1]]
+    # (few temporaries: on millions of operations each one costs more than the arithmetic)
+    if np.all(starts[1:] >= starts[:-1]):
+        s, emax = starts, np.maximum.accumulate(ends)
+    else:
+        order = np.argsort(starts, kind="stable")
+        s, emax = starts[order], ends[order]
+        del order
+        np.maximum.accumulate(emax, out=emax)
+    # a merged interval begins where an operation starts after every earlier one has ended
+    new = np.empty(len(s), dtype=bool)
+    new[0] = True
+    np.greater(s[1:], emax[:-1], out=new[1:])
+    m_start = s[new]
+    del s
+    new[:-1] = new[1:]  # now: the last operation of each merged interval
+    new[-1] = True
+    m_end = emax[new]
+    del emax, new
+    before = np.empty(len(m_start), dtype=np.result_type(m_start, m_end))
+    before[0] = 0
+    np.cumsum(m_end[:-1] - m_start[:-1], out=before[1:])
 
     def covered(t: np.ndarray) -> np.ndarray:
         i = np.searchsorted(m_start, t, side="right") - 1
@@ -210,14 +222,9 @@ def _host_metrics(out: pd.DataFrame, trace: Trace, steps: Steps) -> None:
 def _window_metrics(out: pd.DataFrame, steps: Steps) -> pd.Series:
     """``window_us``, ``busy_us``, ``idle_us``, ``occupancy_pct``; returns each window's start."""
     ops, kept = steps.ops, steps.kept
-    step_of = ops["step"].to_numpy()
     start, end = ops["start_ns"].to_numpy(), ops["end_ns"].to_numpy()
     # first start / last end of each step's GPU work (over all steps, skipped ones included)
-    n_all = len(steps.all_steps)
-    mine = step_of >= 0
-    first = pd.Series(start[mine]).groupby(step_of[mine]).min().reindex(range(n_all))
-    last = pd.Series(end[mine]).groupby(step_of[mine]).max().reindex(range(n_all))
-    first, last = first.to_numpy(dtype="float64"), last.to_numpy(dtype="float64")
+    first, last = _first_last(ops["step"].to_numpy(), len(steps.all_steps), start, end)
     w_start = first[kept]
     w_end = np.r_[w_start[1:], np.nan]
     w_end[-1] = last[kept[-1]]
@@ -233,43 +240,69 @@ def _window_metrics(out: pd.DataFrame, steps: Steps) -> pd.Series:
     return pd.Series(w_start, index=kept)
 
 
+def _first_last(
+    group: np.ndarray, n: int, start: np.ndarray, end: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per group 0..n-1: the first ``start`` and the last ``end`` of its rows, as float64 (NaN:
+    no rows). Rows of group -1 belong to none."""
+    mine = group >= 0
+    if not mine.all():
+        group, start, end = group[mine], start[mine], end[mine]
+    first = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
+    last = np.full(n, np.iinfo(np.int64).min, dtype=np.int64)
+    np.minimum.at(first, group, start)
+    np.maximum.at(last, group, end)
+    empty = np.bincount(group, minlength=n) == 0
+    first, last = first.astype(np.float64), last.astype(np.float64)
+    first[empty] = last[empty] = np.nan
+    return first, last
+
+
 def _count_metrics(
     out: pd.DataFrame, steps: Steps, patterns: list[str], mode: CaptureMode
 ) -> dict[str, str]:
     """Eager memcpy/memset/kernel, graph kernel/launch and ``kernels:PATTERN`` counts per step;
     returns the metrics that are unavailable in this capture mode (with why)."""
     ops, kept = steps.ops, steps.kept
-    step_of = ops["step"].to_numpy()
-    # bincount over the position of each op's step among the kept steps
-    pos = np.searchsorted(kept, step_of)
-    counted = (step_of >= 0) & (pos < len(kept))
-    counted[counted] &= kept[pos[counted]] == step_of[counted]
+    # position of each op's step among the kept steps, -1 if none (the lookup's last entry
+    # serves step -1)
+    where = np.full(len(steps.all_steps) + 1, -1, dtype=np.int64)
+    where[kept] = np.arange(len(kept))
+    pos = where[ops["step"].to_numpy()]
+    counted = pos >= 0
     kind = ops["kind"].cat.codes.to_numpy()  # codes of loader.KINDS
     copy = ops["copy_kind"].cat.codes.to_numpy()  # codes of loader.COPY_KINDS, -1: not a memcpy
     in_graph = ops["in_graph"].to_numpy()
 
-    def count(mask: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
-        sel = mask & counted
-        w = None if weights is None else weights[sel]
-        return np.bincount(pos[sel], weights=w, minlength=len(kept))
+    # one count per step and class: class = (kind, in_graph, copy kind) as one number
+    n_copy = len(COPY_KINDS) + 1
+    n_class = len(KINDS) * 2 * n_copy
+    op_class = (kind.astype(np.int64) * 2 + in_graph) * n_copy + (copy + 1)
+    by_class = np.bincount(
+        pos[counted] * n_class + op_class[counted], minlength=len(kept) * n_class
+    ).reshape(len(kept), len(KINDS), 2, n_copy)
+    del op_class
 
-    eager_copy = (kind == KINDS.index("memcpy")) & ~in_graph
-    out["eager_memcpy"] = count(eager_copy)
+    memcpy, memset, kernel = KINDS.index("memcpy"), KINDS.index("memset"), KINDS.index("kernel")
+    out["eager_memcpy"] = by_class[:, memcpy, 0].sum(axis=1)
     for code, d in enumerate(COPY_KINDS):
-        out[f"eager_memcpy_{d}"] = count(eager_copy & (copy == code))
-    out["eager_memcpy_bytes"] = count(eager_copy, ops["bytes"].to_numpy())
-    out["eager_memset"] = count((kind == KINDS.index("memset")) & ~in_graph)
-    is_kernel = kind == KINDS.index("kernel")
-    out["eager_kernels"] = count(is_kernel & ~in_graph)
-    out["graph_kernels"] = count(is_kernel & in_graph)
+        out[f"eager_memcpy_{d}"] = by_class[:, memcpy, 0, code + 1]
+    eager_copy = counted & (kind == memcpy) & ~in_graph
+    out["eager_memcpy_bytes"] = np.bincount(
+        pos[eager_copy], weights=ops["bytes"].to_numpy()[eager_copy], minlength=len(kept)
+    )
+    out["eager_memset"] = by_class[:, memset, 0].sum(axis=1)
+    out["eager_kernels"] = by_class[:, kernel, 0].sum(axis=1)
+    out["graph_kernels"] = by_class[:, kernel, 1].sum(axis=1)
     graph_op = counted & in_graph
-    corr = ops["correlation_id"].to_numpy()
-    launch = pd.DataFrame({"pos": pos[graph_op], "corr": corr[graph_op]}).drop_duplicates()
-    launches = launch.groupby("pos").size()
-    out["graph_launches"] = launches.reindex(range(len(kept)), fill_value=0).to_numpy()
+    out["graph_launches"] = _distinct_per_step(
+        pos[graph_op], ops["correlation_id"].to_numpy()[graph_op], len(kept)
+    )
     kernel_cols = [f"kernels:{p}" for p in patterns]
+    is_kernel = counted & (kind == kernel)
     for pattern, col in zip(patterns, kernel_cols, strict=True):
-        out[col] = count(is_kernel & name_matches(ops, pattern))
+        sel = is_kernel & name_matches(ops, pattern)
+        out[col] = np.bincount(pos[sel], minlength=len(kept))
     if mode is not CaptureMode.GRAPH:
         return {}
     why = "graph-internal kernels are invisible with --cuda-graph-trace=graph; record in node mode"
@@ -278,16 +311,28 @@ def _count_metrics(
     return dict.fromkeys(["graph_kernels", *kernel_cols], why)
 
 
+def _distinct_per_step(pos: np.ndarray, corr: np.ndarray, n: int) -> np.ndarray:
+    """Per step position 0..n-1: the number of distinct correlation ids among its rows."""
+    if not len(pos):
+        return np.zeros(n, dtype=np.int64)
+    lo = int(corr.min())
+    span = int(corr.max()) - lo + 1
+    if n * span < 2**62:  # (pos, corr) as one int64: a hash-based unique, no sort
+        pairs = pd.unique(pos * span + (corr - lo))
+        return np.bincount(pairs // span, minlength=n)
+    pairs = pd.DataFrame({"pos": pos, "corr": corr}).drop_duplicates()
+    return np.bincount(pairs["pos"].to_numpy(), minlength=n)
+
+
 def _gap_metrics(out: pd.DataFrame, steps: Steps, gap_cols: list[str]) -> None:
     """``gap_us:A->B`` between the GPU work of consecutive anchor instances."""
     ops = steps.ops
-    start, end = ops["start_ns"].to_numpy(), ops["end_ns"].to_numpy()
-    a_idx = ops["anchor"].to_numpy()
-    on_anchor = a_idx >= 0
-    g = pd.DataFrame({"a": a_idx[on_anchor], "start": start[on_anchor], "end": end[on_anchor]})
-    n = len(steps.anchors)
-    a_first = g.groupby("a")["start"].min().reindex(range(n)).to_numpy(dtype="float64")
-    a_last = g.groupby("a")["end"].max().reindex(range(n)).to_numpy(dtype="float64")
+    a_first, a_last = _first_last(
+        ops["anchor"].to_numpy(),
+        len(steps.anchors),
+        ops["start_ns"].to_numpy(),
+        ops["end_ns"].to_numpy(),
+    )
     gaps = _gaps(steps, a_first, a_last, "gap_us:")
     for col in gap_cols:
         out[col] = np.nan

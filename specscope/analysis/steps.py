@@ -78,9 +78,15 @@ def interval_index(starts: np.ndarray, ends: np.ndarray, t: np.ndarray) -> np.nd
     """
     if len(starts) == 0:
         return np.full(len(t), -1, dtype=np.int64)
-    i = np.searchsorted(starts, t, side="right") - 1
-    ok = (i >= 0) & (t < ends[np.clip(i, 0, None)])
-    return np.where(ok, i, -1).astype(np.int64)
+    # index + 1 of the last interval starting at or before t; entry 0 of `after` is a sentinel
+    # end that no time is before, so times before every interval come out -1 like the others
+    i = np.searchsorted(starts, t, side="right").astype(np.int64, copy=False)
+    lowest = -np.inf if ends.dtype.kind == "f" else np.iinfo(ends.dtype).min
+    after = np.concatenate([np.array([lowest], dtype=ends.dtype), ends])
+    inside = t < after[i]
+    i -= 1
+    i[~inside] = -1
+    return i
 
 
 def find_steps(
@@ -161,20 +167,31 @@ def find_steps(
 
     ops = trace.ops
     if trace.capture_mode is not CaptureMode.NO_CUDA:
+        # a launch on the thread (api_tid >= 0) always has its API call's start
         on_thread = (ops["pid"].to_numpy() == sel_pid) & (ops["api_tid"].to_numpy() == sel_tid)
-        t = np.where(on_thread, ops["api_start_ns"].to_numpy(), np.nan)
-        launched = np.nan_to_num(t, nan=-(2.0**62)).astype(np.int64)
-        step_of = np.where(on_thread, interval_index(s_start, s_end, launched), -1)
         a_start, a_end = anchors["start_ns"].to_numpy(), anchors["end_ns"].to_numpy()
-        anchor_of = np.where(on_thread, interval_index(a_start, a_end, launched), -1)
+        launched = ops["api_start_ns"].to_numpy()
+        if on_thread.all():  # the usual case: one process, one launching thread
+            launched = launched.astype(np.int64)
+            step_of = interval_index(s_start, s_end, launched)
+            anchor_of = interval_index(a_start, a_end, launched)
+        else:
+            rows = np.flatnonzero(on_thread)
+            launched = launched[rows].astype(np.int64)
+            step_of = np.full(len(ops), -1, dtype=np.int64)
+            anchor_of = np.full(len(ops), -1, dtype=np.int64)
+            step_of[rows] = interval_index(s_start, s_end, launched)
+            anchor_of[rows] = interval_index(a_start, a_end, launched)
+        del launched
         ops = ops.assign(step=step_of, anchor=anchor_of)
     else:
         ops = ops.assign(step=np.zeros(0, np.int64), anchor=np.zeros(0, np.int64))
 
     device_id = None
-    projected = ops[ops["step"] >= skip]
-    if not projected.empty:
-        per_device = projected["device_id"].value_counts()
+    step_of = ops["step"].to_numpy()
+    projected = step_of >= skip
+    if projected.any():
+        per_device = pd.Series(ops["device_id"].to_numpy()[projected]).value_counts()
         if device is not None:
             if device not in per_device.index:
                 raise SpecError(
@@ -198,8 +215,10 @@ def find_steps(
     kept = all_steps["step"].to_numpy()[skip:]
     dropped = 0
     if device_id is not None:
-        with_work = set(np.unique(ops["step"]))
-        while len(kept) > 1 and kept[-1] not in with_work:
+        step_of = ops["step"].to_numpy()
+        with_work = np.zeros(len(all_steps) + 1, dtype=bool)  # the last entry: step -1
+        with_work[step_of] = True
+        while len(kept) > 1 and not with_work[kept[-1]]:
             kept, dropped = kept[:-1], dropped + 1
         if dropped:
             notes.append(f"dropped {dropped} trailing step(s) with no GPU work")
