@@ -33,6 +33,7 @@ import re
 import sqlite3
 import struct
 from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -320,20 +321,33 @@ class Trace:
                 f" (((coalesce(globalPid, 0) >> 24) & {_PID_MASK}) << 16) | ({kind} << 12)"
                 f" | (({graph}) << 8) | ({copy_kind} & 255){nbytes} FROM {table}"
             )
-            split = threads if kind == KINDS.index("kernel") and threads > 1 else 1
+            # kernels: 4 ranges per thread, so that the threads stay busy to the end even while
+            # the CUDA API calls are read beside them
+            split = 4 * threads if kind == KINDS.index("kernel") and threads > 1 else 1
             with _sql_errors(self.path):
                 ranges = rowid_ranges(self.con, table, split)
             parts += [(select + where, bound) for where, bound in ranges]
-        start, end, corr, place, names, misc, nbytes = self._read(
-            lambda: int_columns_many(
-                self.con,
-                lambda: columnar_connection(self.path),
-                parts,
-                len(_OP_COLUMNS),
-                threads=threads,
-                on_done=lambda done, total: progress.report("GPU operations", done, total),
+        runtime = None
+        api = self.has("CUPTI_ACTIVITY_KIND_RUNTIME") and "_runtime" not in self.__dict__
+        if api and threads > 1 and self._columnar is not None:
+            # the API calls (needed below) on one more thread and the ADBC connection of
+            # int_columns; not with the sqlite3 module, whose connection stays in its thread
+            runtime = ThreadPoolExecutor(1)
+            runtime.submit(lambda: self._runtime)
+        try:
+            start, end, corr, place, names, misc, nbytes = self._read(
+                lambda: int_columns_many(
+                    self.con,
+                    lambda: columnar_connection(self.path),
+                    parts,
+                    len(_OP_COLUMNS),
+                    threads=threads,
+                    on_done=lambda done, total: progress.report("GPU operations", done, total),
+                )
             )
-        )
+        finally:
+            if runtime is not None:
+                runtime.shutdown()  # waits; a failure is raised again by _launches
         # unpack: high and low 32 bits (as int32, as a cast of each value would give), misc bits
         device, stream = (place >> 32).astype(np.int32), place.astype(np.int32)
         del place
@@ -441,14 +455,30 @@ def _op_label(i: int, strings: dict[int, str]) -> str:
 def _labelled(codes: np.ndarray, label) -> pd.Categorical:
     """A categorical of the strings ``label(code)`` (object categories: cheap to compare and
     convert); each distinct code is labelled once."""
-    uniq, inverse = np.unique(codes, return_inverse=True)
+    uniq, inverse = _unique_inverse(codes)
     labels = [label(int(c)) for c in uniq]
-    inverse = inverse.reshape(-1)
     if len(set(labels)) < len(labels):  # two codes with one label: merge through the labels
         categories = pd.Index(sorted(set(labels)), dtype=object)
         return pd.Categorical(np.asarray(labels, dtype=object)[inverse], categories=categories)
     categories = pd.Index(labels, dtype=object)
-    return pd.Categorical.from_codes(inverse.astype("int32"), categories=categories)
+    return pd.Categorical.from_codes(inverse.astype("int32", copy=False), categories=categories)
+
+
+def _unique_inverse(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(codes, return_inverse=True)``; without its sort when the codes span a range
+    no wider than their count (op names: StringIds ids and small negative codes)."""
+    if len(codes) == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    lo, hi = int(codes.min()), int(codes.max())
+    if hi - lo > max(len(codes), 1 << 16):
+        uniq, inverse = np.unique(codes, return_inverse=True)
+        return uniq, inverse.reshape(-1)
+    offset = codes - codes.dtype.type(lo)  # fits the codes' dtype: 0 <= offset <= hi - lo
+    present = np.zeros(hi - lo + 1, dtype=bool)
+    present[offset] = True
+    uniq = np.flatnonzero(present) + lo
+    position = np.cumsum(present, dtype=np.int32) - 1  # of each present code among uniq
+    return uniq, position[offset]
 
 
 def _categorical(ids: np.ndarray, strings: dict[int, str]) -> pd.Categorical:
