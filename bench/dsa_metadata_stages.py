@@ -87,7 +87,7 @@ STAGE_ROWS = {
 
 def sweep_rows() -> dict[str, dict]:
     rows = {}
-    grid = itertools.product((256, 512, 1024, 2048, 4096), (2, 4, 8), (1, 2), (False, True))
+    grid = itertools.product((1024, 2048, 4096), (2, 4, 8), (1, 2), (False, True))
     for cols, warps, meta, hist in grid:
         rows[f"cols={cols},warps={warps},meta={meta},hist={int(hist)}"] = dict(
             block_cols=cols, num_warps=warps, meta_programs=meta, histogram_schedule=hist

@@ -104,9 +104,9 @@ def _dsa_decode_metadata_kernel(
         )
     elif STAGES & 4:  # PAGE_TABLE
         w = pid - META_PROGRAMS
-        row = w // N_SPANS
-        live = tl.load(seq_lens_ptr + row)
-        req = tl.load(req_pool_indices_ptr + row)
+        b = w // N_SPANS
+        live = tl.load(seq_lens_ptr + b)
+        req = tl.load(req_pool_indices_ptr + b)
         _copy_live_prefix(
             req_to_token_ptr,
             stride_r2t,
@@ -115,11 +115,13 @@ def _dsa_decode_metadata_kernel(
             real_page_table_ptr,
             stride_rpt,
             req,
-            row,
+            b,
             live,
+            0,
             w % N_SPANS,
             PAGE_SIZE,
             BLOCK_COLS,
+            1,
         )
 
 
@@ -129,6 +131,6 @@ def dsa_decode_metadata(
     """Build DECODE metadata into `out` in one launch; no host sync."""
     rows = check_build_args(ForwardMode.DECODE, inputs, out)
     settings = settings or launch_settings(rows, inputs.bs, out.geometry)
-    _dsa_decode_metadata_kernel[settings.grid(rows)](
+    _dsa_decode_metadata_kernel[settings.grid(inputs.bs)](
         *kernel_args(inputs, out), inputs.bs, rows, **kernel_constexprs(out.geometry, settings)
     )

@@ -108,11 +108,10 @@ def _dsa_draft_extend_metadata_kernel(
         )
     elif STAGES & 4:  # PAGE_TABLE
         w = pid - META_PROGRAMS
-        row = w // N_SPANS
-        b = row // T
+        b = w // N_SPANS
         # Names differ from the meta branch's: Triton merges names set in both branches.
         acc_b = tl.load(accept_lens_ptr + b)
-        live = tl.load(seq_lens_ptr + b) - acc_b + tl.minimum(row % T, acc_b - 1) + 1
+        shortest = tl.load(seq_lens_ptr + b) - acc_b + 1  # row j: shortest + min(j, acc_b - 1)
         req = tl.load(req_pool_indices_ptr + b)
         _copy_live_prefix(
             req_to_token_ptr,
@@ -122,11 +121,13 @@ def _dsa_draft_extend_metadata_kernel(
             real_page_table_ptr,
             stride_rpt,
             req,
-            row,
-            live,
+            b * T,
+            shortest,
+            acc_b - 1,
             w % N_SPANS,
             PAGE_SIZE,
             BLOCK_COLS,
+            T,
         )
 
 
@@ -136,6 +137,6 @@ def dsa_draft_extend_metadata(
     """Build DRAFT_EXTEND metadata into `out` in one launch; no host sync."""
     rows = check_build_args(ForwardMode.DRAFT_EXTEND, inputs, out)
     settings = settings or launch_settings(rows, inputs.bs, out.geometry)
-    _dsa_draft_extend_metadata_kernel[settings.grid(rows)](
+    _dsa_draft_extend_metadata_kernel[settings.grid(inputs.bs)](
         *kernel_args(inputs, out), inputs.bs, rows, **kernel_constexprs(out.geometry, settings)
     )

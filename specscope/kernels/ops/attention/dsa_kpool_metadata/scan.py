@@ -6,9 +6,10 @@ Every fused kernel is one launch on a 1-D grid (M = `LaunchSettings.meta_program
                                    (vectorised over all rows, with the row scans), and the
                                    paged-MQA schedule. M = 1: program 0 does both; M = 2:
                                    program 0 the fields, program 1 the schedule, side by side
-    programs M .. M + rows*n_spans page-table workers: program M + r * n_spans + c copies
-                                   span c of row r's live prefix into page_table_1 and the
-                                   page ids of those columns into real_page_table
+    programs M .. M + bs*n_spans   page-table workers: program M + b * n_spans + c copies
+                                   span c of request b's live prefix into page_table_1 (one
+                                   load, a store per row of the request) and the page ids of
+                                   those columns into real_page_table
 
 The meta programs are the only ones that need a prefix scan across rows; the workers need nothing
 but their own row. The helpers here are `@triton.jit` functions inlined into each mode's kernel;
@@ -31,7 +32,7 @@ from ..dsa_metadata import DSAForwardInputs, DSAGeometry, DSAMetadata
 
 MAX_FUSED_ROWS = 4096  # the meta program holds every row in one block
 MAX_FUSED_SMS = 1023  # the schedule's S + 1 entries sit in one block
-MAX_BLOCK_COLS = 1024  # page-table columns one worker copies (its span of the row)
+MAX_BLOCK_COLS = 2048  # page-table columns one worker copies (its span of the rows)
 META_PROGRAMS = 1  # programs doing the row fields and the schedule (1 or 2)
 HISTOGRAM_SCHEDULE = False  # `_paged_mqa_schedule`'s row search
 
@@ -50,14 +51,14 @@ class LaunchSettings:
     block_sms: int  # >= num_sms + 2: its vector over schedule entries, and a spare bin
     row_bits: int  # log2(block_rows): steps of the schedule's binary search
     block_cols: int  # page-table columns per worker (a multiple of page_size): its span
-    n_spans: int  # workers per page-table row
+    n_spans: int  # workers per request (each copies one span of all the request's rows)
     num_warps: int
     meta_programs: int  # 1: program 0 does fields and schedule; 2: one program each
     stages: int  # ALL_STAGES, except when a benchmark leaves work out
     histogram_schedule: bool  # find each SM's row by a histogram (else by a binary search)
 
-    def grid(self, rows: int) -> tuple[int]:
-        return (self.meta_programs + rows * self.n_spans,)
+    def grid(self, bs: int) -> tuple[int]:
+        return (self.meta_programs + bs * self.n_spans,)
 
 
 def launch_settings(rows: int, bs: int, geometry: DSAGeometry, **overrides) -> LaunchSettings:
@@ -363,35 +364,46 @@ def _copy_live_prefix(
     real_page_table_ptr,
     stride_rpt,
     req,
-    row,
-    live,
+    row0,
+    shortest,
+    last_growing,
     span,
     PAGE_SIZE: tl.constexpr,
     BLOCK_COLS: tl.constexpr,
+    ROWS_PER_REQ: tl.constexpr,
 ):
-    """Copy the live part of columns [span * BLOCK_COLS, (span + 1) * BLOCK_COLS) from
-    req_to_token row `req` to page_table_1 row `row`, and the page ids (slot // P) of its
-    page-starting columns to real_page_table.
+    """Copy span `span` (columns [span * BLOCK_COLS, (span + 1) * BLOCK_COLS)) of the live
+    prefix of every row of one request: from req_to_token row `req` to page_table_1 rows
+    row0 .. row0 + ROWS_PER_REQ - 1, and the page ids (slot // P) of the span's page-starting
+    columns to the same rows of real_page_table.
 
-    A span that is live to its end is copied without masks: a mask that ends at a runtime column
-    keeps Triton from proving 4 neighbours share it, so masked accesses are 4-byte, unmasked ones
-    16-byte vectors. Only a row's last live span is masked.
+    Row j of the request is live for shortest + min(j, last_growing) columns (DECODE: one row;
+    TARGET_VERIFY: last_growing = T - 1; DRAFT_EXTEND: acc - 1, padded rows repeat the last
+    accepted one). The rows share one source row, so the span is loaded once and stored to each.
+
+    A span live to its end in every row is stored without masks: a mask that ends at a runtime
+    column keeps Triton from proving 4 neighbours share it, so masked accesses are 4-byte and
+    unmasked ones 16-byte vectors. Only the spans holding a row's live tail are masked.
     """
     src_row_ptr = req_to_token_ptr + req * stride_r2t
-    dst_row_ptr = page_table_1_ptr + row.to(tl.int64) * stride_pt
-    dst_page_row_ptr = real_page_table_ptr + row.to(tl.int64) * stride_rpt
     start = span * BLOCK_COLS
     cols = start + tl.arange(0, BLOCK_COLS)
     pages = span * (BLOCK_COLS // PAGE_SIZE) + tl.arange(0, BLOCK_COLS // PAGE_SIZE)
-    if start + BLOCK_COLS <= live:
+    longest = shortest + last_growing
+    if start + BLOCK_COLS <= shortest:
         slots = tl.load(src_row_ptr + cols)
-        first_slots = tl.load(src_row_ptr + pages * PAGE_SIZE)
-        tl.store(dst_row_ptr + cols, slots)
-        tl.store(dst_page_row_ptr + pages, first_slots // PAGE_SIZE)
-    elif start < live:
-        m = cols < live
-        pm = pages * PAGE_SIZE < live
-        slots = tl.load(src_row_ptr + cols, mask=m)
-        first_slots = tl.load(src_row_ptr + pages * PAGE_SIZE, mask=pm)
-        tl.store(dst_row_ptr + cols, slots, mask=m)
-        tl.store(dst_page_row_ptr + pages, first_slots // PAGE_SIZE, mask=pm)
+        page_ids = tl.load(src_row_ptr + pages * PAGE_SIZE) // PAGE_SIZE
+        for j in tl.static_range(ROWS_PER_REQ):
+            row = (row0 + j).to(tl.int64)
+            tl.store(page_table_1_ptr + row * stride_pt + cols, slots)
+            tl.store(real_page_table_ptr + row * stride_rpt + pages, page_ids)
+    elif start < longest:
+        slots = tl.load(src_row_ptr + cols, mask=cols < longest)
+        page_ids = tl.load(src_row_ptr + pages * PAGE_SIZE, mask=pages * PAGE_SIZE < longest)
+        page_ids = page_ids // PAGE_SIZE
+        for j in tl.static_range(ROWS_PER_REQ):
+            row = (row0 + j).to(tl.int64)
+            live = shortest + tl.minimum(j, last_growing)
+            tl.store(page_table_1_ptr + row * stride_pt + cols, slots, mask=cols < live)
+            pm = pages * PAGE_SIZE < live
+            tl.store(real_page_table_ptr + row * stride_rpt + pages, page_ids, mask=pm)

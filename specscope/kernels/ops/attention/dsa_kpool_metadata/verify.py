@@ -106,9 +106,8 @@ def _dsa_verify_metadata_kernel(
         )
     elif STAGES & 4:  # PAGE_TABLE
         w = pid - META_PROGRAMS
-        row = w // N_SPANS
-        b = row // T
-        live = tl.load(seq_lens_ptr + b) - T + row % T + 1
+        b = w // N_SPANS
+        shortest = tl.load(seq_lens_ptr + b) - T + 1  # row j sees shortest + j keys
         req = tl.load(req_pool_indices_ptr + b)
         _copy_live_prefix(
             req_to_token_ptr,
@@ -118,11 +117,13 @@ def _dsa_verify_metadata_kernel(
             real_page_table_ptr,
             stride_rpt,
             req,
-            row,
-            live,
+            b * T,
+            shortest,
+            T - 1,
             w % N_SPANS,
             PAGE_SIZE,
             BLOCK_COLS,
+            T,
         )
 
 
@@ -132,6 +133,6 @@ def dsa_verify_metadata(
     """Build TARGET_VERIFY metadata into `out` in one launch; no host sync."""
     rows = check_build_args(ForwardMode.TARGET_VERIFY, inputs, out)
     settings = settings or launch_settings(rows, inputs.bs, out.geometry)
-    _dsa_verify_metadata_kernel[settings.grid(rows)](
+    _dsa_verify_metadata_kernel[settings.grid(inputs.bs)](
         *kernel_args(inputs, out), inputs.bs, rows, **kernel_constexprs(out.geometry, settings)
     )
