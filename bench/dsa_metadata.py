@@ -16,7 +16,8 @@ then measures three things per builder, each after warm-up and compilation:
     kernel_us  sum of the profiler's device durations per build: pure GPU busy time
     host_us    CPU time to issue one build (median of 50, no sync inside): launch overhead
 
-`empty` rows time an empty Triton kernel the same way: the floor of one launch. The fused copy
+`empty` rows time an empty Triton kernel the same way: the floor of one launch, measured first
+(bs 0, after a second of GPU warm-up) and last (bs -1). The fused copy
 (one source to two sibling sets) is measured against per-field `copy_` calls as `copy` rows.
 Rows carry provenance (GPU, versions, git SHA, time).
 """
@@ -65,6 +66,20 @@ VERIFY = ForwardMode.TARGET_VERIFY
 
 def empty_launch() -> None:
     _empty_kernel[(1,)]()
+
+
+def warm_gpu(seconds: float = 1.0) -> None:
+    """Keep the GPU busy for `seconds` so its clocks have ramped up before anything is timed.
+
+    Without it the first rows (the empty-kernel floor above all) are measured on an idling GPU:
+    we saw the floor at 1.6-1.9 µs as the first row of a process and 1.1 µs after other work.
+    """
+    a = torch.randn(4096, 4096, device="cuda")
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        for _ in range(10):
+            a @ a
+        torch.cuda.synchronize()
 
 
 def profile(fn: Callable[[], None], iters: int) -> tuple[float, float, list[str]]:
@@ -225,6 +240,7 @@ def main() -> None:
             flush=True,
         )
 
+    warm_gpu()
     record("empty", "-", 0, "triton", measure(empty_launch, args))
     for bs in [int(x) for x in args.bs.split(",")]:
         gen = torch.Generator().manual_seed(bs)
@@ -258,6 +274,7 @@ def main() -> None:
         ):
             record("copy", VERIFY.name, bs, name, measure(fn, args))
 
+    record("empty", "-", -1, "triton", measure(empty_launch, args))  # the floor again, at the end
     print(f"wrote {path}")
 
 

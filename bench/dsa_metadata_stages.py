@@ -7,7 +7,8 @@ Usage (on a CUDA machine):
 Same geometry and inputs as `bench/dsa_metadata.py` (T = 6, live lengths 4k-8k, L = 16384,
 k = 4, K = 2048). For each mode at `--bs`, every row is one launch configuration:
 
-    empty            an empty Triton kernel on a grid of 1 (the floor of one launch)
+    empty            an empty Triton kernel on a grid of 1 (the floor of one launch), first
+                     (bs 0, after a second of GPU warm-up) and last (bs -1)
     empty-grid       the same empty kernel on the fused build's grid: the cost of the programs
     full             the fused build as the builders launch it
     fields / schedule / meta / page-table
@@ -45,7 +46,7 @@ import triton.language as tl
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from dsa_metadata import _empty_kernel, git_sha, graph_time_us, profile  # noqa: E402
+from dsa_metadata import _empty_kernel, git_sha, graph_time_us, profile, warm_gpu  # noqa: E402
 
 from specscope.kernels.ops.attention import (  # noqa: E402
     DSAGeometry,
@@ -87,7 +88,7 @@ STAGE_ROWS = {
 
 def sweep_rows() -> dict[str, dict]:
     rows = {}
-    grid = itertools.product((1024, 2048, 4096), (2, 4, 8), (1, 2), (False, True))
+    grid = itertools.product((512, 1024, 2048), (2, 4, 8), (1, 2), (False, True))
     for cols, warps, meta, hist in grid:
         rows[f"cols={cols},warps={warps},meta={meta},hist={int(hist)}"] = dict(
             block_cols=cols, num_warps=warps, meta_programs=meta, histogram_schedule=hist
@@ -158,6 +159,7 @@ def main() -> None:
         )
         return row
 
+    warm_gpu()
     record("-", 0, "empty", lambda: _empty_kernel[(1,)]())
     for bs in [int(x) for x in args.bs.split(",")]:
         gen = torch.Generator().manual_seed(bs)
@@ -172,7 +174,7 @@ def main() -> None:
             build_metadata_ordinary(mode, inputs, ordinary)
             live = int(ordinary.seqlens_expanded[:rows].sum())
             default = launch_settings(rows, bs, g)
-            grid = default.grid(rows)
+            grid = default.grid(bs)
             record(
                 mode.name,
                 bs,
@@ -184,6 +186,16 @@ def main() -> None:
             dst = torch.empty_like(src)
             record(
                 mode.name, bs, "bytes-copy", lambda d=dst, s=src: d.copy_(s), {"bytes": 4 * live}
+            )
+            n = triton.cdiv(live, 1024) * 1024
+            src2 = torch.zeros(n, dtype=torch.int32, device="cuda")
+            dst2 = torch.empty_like(src2)
+            record(
+                mode.name,
+                bs,
+                "bytes-copy-triton",
+                lambda d=dst2, s=src2, n=n: _bytes_copy_kernel[(n // 1024,)](s, d, BLOCK=1024),
+                {"bytes": 4 * n},
             )
 
             configs = {"full": {}, **STAGE_ROWS}
@@ -200,9 +212,10 @@ def main() -> None:
                     build()
                     if "stages" not in overrides:
                         assert_metadata_equal(out, ordinary, mode, bs)
-                    record(mode.name, bs, name, build, {"grid": settings.grid(rows)[0]})
+                    record(mode.name, bs, name, build, {"grid": settings.grid(bs)[0]})
                 except Exception as exc:  # one failing configuration must not end the sweep
                     print(f"{mode.name} bs={bs} {name}: {exc!r}", flush=True)
+    record("-", -1, "empty", lambda: _empty_kernel[(1,)]())  # the floor again, at the end
     print(f"wrote {path}")
 
 

@@ -32,7 +32,7 @@ from ..dsa_metadata import DSAForwardInputs, DSAGeometry, DSAMetadata
 
 MAX_FUSED_ROWS = 4096  # the meta program holds every row in one block
 MAX_FUSED_SMS = 1023  # the schedule's S + 1 entries sit in one block
-MAX_BLOCK_COLS = 2048  # page-table columns one worker copies (its span of the rows)
+MAX_BLOCK_COLS = 1024  # page-table columns one worker copies (its span of the rows)
 META_PROGRAMS = 1  # programs doing the row fields and the schedule (1 or 2)
 HISTOGRAM_SCHEDULE = False  # `_paged_mqa_schedule`'s row search
 
