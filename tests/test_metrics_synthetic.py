@@ -908,3 +908,27 @@ def test_op_columns_keep_extreme_values(write_export, monkeypatch, reader):
     }
     assert ops.loc["k", "api_start_ns"] == 10
     assert ops["device_id"].dtype == np.int32 and ops["stream_id"].dtype == np.int32
+
+
+@pytest.mark.parametrize(
+    "a_pids, dup",
+    [((100,), False), ((100,), True), ((100, 200), False)],
+    ids=["one process", "an id twice", "two processes"],
+)
+def test_launch_matching_against_a_dict(a_pids, dup):
+    """Each op's API call: the first call with its (pid, correlation id), none for id 0; the
+    id-indexed table (one process, unique ids) and the sorted search agree with a dict."""
+    from specscope.analysis.loader import _call_rows
+
+    rng = np.random.default_rng(7)
+    a_corr = rng.permutation(np.arange(1, 400))
+    if dup:
+        a_corr[10] = a_corr[20]
+    a_pid = rng.choice(a_pids, size=len(a_corr))
+    corr = rng.integers(0, 450, size=1000)  # some ids without a call, some 0
+    pid = rng.choice([100, 200, 300], size=len(corr)).astype(np.int32)
+    first: dict[tuple[int, int], int] = {}
+    for i, key in enumerate(zip(a_pid.tolist(), a_corr.tolist(), strict=True)):
+        first.setdefault(key, i)
+    expected = [first.get((p, c), -1) if c > 0 else -1 for p, c in zip(pid, corr, strict=True)]
+    assert _call_rows(a_pid, a_corr, pid, corr).tolist() == expected

@@ -390,15 +390,42 @@ class Trace:
         if not self.has("CUPTI_ACTIVITY_KIND_RUNTIME") or not len(pid):
             return start, tid
         a_start, _, a_gtid, a_corr, _ = self._runtime
-        a_keys = (((a_gtid >> 24) & _PID_MASK) << _CORR_BITS) | a_corr
-        keys = (pid.astype(np.int64) << _CORR_BITS) | corr
-        order = np.argsort(a_keys, kind="stable")
-        sorted_keys = a_keys[order]
-        i = np.clip(np.searchsorted(sorted_keys, keys), 0, max(len(order) - 1, 0))
-        hit = (corr > 0) & (sorted_keys[i] == keys) if len(order) else np.zeros(len(keys), bool)
-        start[hit] = a_start[order[i[hit]]]
-        tid[hit] = a_gtid[order[i[hit]]] & _PID_MASK
+        row = _call_rows((a_gtid >> 24) & _PID_MASK, a_corr, pid, corr)
+        hit = row >= 0
+        row = row[hit]
+        start[hit] = a_start[row]
+        tid[hit] = a_gtid[row] & _PID_MASK
         return start, tid
+
+
+def _call_rows(
+    a_pid: np.ndarray, a_corr: np.ndarray, pid: np.ndarray, corr: np.ndarray
+) -> np.ndarray:
+    """For each (pid, corr > 0): the first row of the API calls (a_pid, a_corr) with the same
+    pair, -1 if none. Pairs are compared as ``pid << 38 | corr``."""
+    if not len(a_pid):
+        return np.full(len(pid), -1, dtype=np.int64)
+    lo, hi = int(a_corr.min()), int(a_corr.max())
+    span = hi - lo + 1
+    one_process = int(a_pid.min()) == int(a_pid.max())
+    if one_process and 0 <= lo and hi < 2**_CORR_BITS and span <= 4 * len(a_corr) + (1 << 16):
+        # the usual case: a table indexed by correlation id (ids are dense), no sort, no search
+        table = np.full(span, -1, dtype=np.int64)
+        table[a_corr - lo] = np.arange(len(a_corr))
+        if np.count_nonzero(table >= 0) == len(a_corr):  # no id twice: the table is exact
+            offset = corr - lo
+            ok = (offset >= 0) & (offset < span) & (corr > 0) & (pid == a_pid[0])
+            np.clip(offset, 0, span - 1, out=offset)
+            row = table[offset]
+            row[~ok] = -1
+            return row
+    a_keys = (a_pid << _CORR_BITS) | a_corr
+    keys = (pid.astype(np.int64) << _CORR_BITS) | corr
+    order = np.argsort(a_keys, kind="stable")
+    sorted_keys = a_keys[order]
+    i = np.clip(np.searchsorted(sorted_keys, keys), 0, len(order) - 1)
+    hit = (corr > 0) & (sorted_keys[i] == keys)
+    return np.where(hit, order[i], -1)
 
 
 _PID_MASK = 0xFFFFFF

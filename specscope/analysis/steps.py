@@ -83,9 +83,8 @@ def interval_index(starts: np.ndarray, ends: np.ndarray, t: np.ndarray) -> np.nd
     i = np.searchsorted(starts, t, side="right").astype(np.int64, copy=False)
     lowest = -np.inf if ends.dtype.kind == "f" else np.iinfo(ends.dtype).min
     after = np.concatenate([np.array([lowest], dtype=ends.dtype), ends])
-    inside = t < after[i]
+    i *= t < after[i]  # 0 where t is in no interval
     i -= 1
-    i[~inside] = -1
     return i
 
 
