@@ -931,4 +931,62 @@ def test_launch_matching_against_a_dict(a_pids, dup):
     for i, key in enumerate(zip(a_pid.tolist(), a_corr.tolist(), strict=True)):
         first.setdefault(key, i)
     expected = [first.get((p, c), -1) if c > 0 else -1 for p, c in zip(pid, corr, strict=True)]
-    assert _call_rows(a_pid, a_corr, pid, corr).tolist() == expected
+    assert _call_rows(a_pid, a_corr)(pid, corr).tolist() == expected
+
+
+@pytest.mark.parametrize("case", ["one step per id", "an id in two steps", "sparse ids"])
+def test_graph_launches_count_distinct_ids_per_step(case):
+    """``graph_launches`` counts distinct (step, correlation id) pairs, whichever way
+    ``_distinct_per_step`` takes (table by id, hash of pairs)."""
+    from specscope.analysis.metrics import _distinct_per_step
+
+    rng = np.random.default_rng(3)
+    corr = rng.integers(1, 300, size=2000)
+    pos = corr // 30  # every id in one step
+    if case == "an id in two steps":
+        pos[::7] = rng.integers(0, 10, size=len(pos[::7]))
+    if case == "sparse ids":
+        corr = corr * 10**9
+    expected = np.zeros(10, dtype=np.int64)
+    for p, _ in set(zip(pos.tolist(), corr.tolist(), strict=True)):
+        expected[p] += 1
+    assert _distinct_per_step(pos, corr, 10).tolist() == expected.tolist()
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_union_coverage_against_a_timeline(seed):
+    """``covered(t)`` = the time before t covered by at least one interval, counted on a
+    unit-by-unit timeline (unsorted, nested, touching and overlapping intervals)."""
+    from specscope.analysis.metrics import union_coverage
+
+    rng = np.random.default_rng(seed)
+    starts = rng.integers(0, 200, size=40)
+    ends = starts + rng.integers(0, 30, size=40)
+    starts[:3], ends[:3] = [50, 55, 80], [90, 60, 85]  # nested; touching at 90 below
+    starts[3], ends[3] = 90, 95
+    timeline = np.zeros(260, dtype=bool)
+    for s, e in zip(starts, ends, strict=True):
+        timeline[s:e] = True
+    t = np.arange(-5, 255)
+    expected = [int(timeline[: max(x, 0)].sum()) for x in t]
+    covered = union_coverage(starts, ends)
+    assert covered(t).tolist() == expected
+    assert covered(t.astype(float) + 0.5).tolist() == pytest.approx(
+        [e + (0.5 if 0 <= x < 260 and timeline[x] else 0) for e, x in zip(expected, t, strict=True)]
+    )
+
+
+def test_chunked_row_work_gives_the_same_metrics(analyze_x, monkeypatch):
+    """Launch matching and projection run over the ops in chunks of ``CHUNK_ROWS``: chunk
+    boundaries anywhere (here every 3 ops) change nothing."""
+    from specscope.analysis import loader, steps
+
+    x = build_eagle(n_steps=5)
+    whole = analyze_x(x)
+    monkeypatch.setattr(loader, "CHUNK_ROWS", 3)
+    monkeypatch.setattr(steps, "CHUNK_ROWS", 3)
+    chunked = analyze_x(x)
+    pd.testing.assert_frame_equal(chunked.trace.ops, whole.trace.ops)
+    pd.testing.assert_frame_equal(chunked.steps.ops, whole.steps.ops)
+    pd.testing.assert_frame_equal(chunked.metrics.frame, whole.metrics.frame)
+    assert len(whole.trace.ops) > 3 * 5

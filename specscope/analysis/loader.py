@@ -32,6 +32,7 @@ import enum
 import re
 import sqlite3
 import struct
+import sys
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -318,7 +319,7 @@ class Trace:
             select = (
                 f"SELECT start, end, coalesce(correlationId, 0),"
                 f" (deviceId << 32) | (streamId & {_LOW32}), {names},"
-                f" (((coalesce(globalPid, 0) >> 24) & {_PID_MASK}) << 16) | ({kind} << 12)"
+                f" (((coalesce(globalPid, 0) >> 24) & {_PID_MASK}) << 32) | ({kind} << 12)"
                 f" | (({graph}) << 8) | ({copy_kind} & 255){nbytes} FROM {table}"
             )
             # kernels: 4 ranges per thread, so that the threads stay busy to the end even while
@@ -348,16 +349,19 @@ class Trace:
         finally:
             if runtime is not None:
                 runtime.shutdown()  # waits; a failure is raised again by _launches
-        # unpack: high and low 32 bits (as int32, as a cast of each value would give), misc bits
-        device, stream = (place >> 32).astype(np.int32), place.astype(np.int32)
+        device, stream = _split32(place)
         del place
-        short, full = (names >> 32).astype(np.int32), names.astype(np.int32)
+        short, full = _split32(names)
         del names
-        pid = (misc >> 16).astype(np.int32)
-        kind = ((misc >> 12) & 15).astype(np.int8)
-        in_graph = ((misc >> 8) & 1).astype(bool)
-        copy = misc.astype(np.int8)
+        pid, low = _split32(misc)
         del misc
+        copy = low.astype(np.int8)  # bits 0-7
+        low >>= 8
+        flags = low.astype(np.uint8)  # bits 8-15: kind << 4 | in_graph
+        del low
+        in_graph = (flags & 1).view(bool)
+        flags >>= 4
+        kind = flags.view(np.int8)
         api_start, api_tid = self._launches(pid, corr)
         # codes of COPY_KINDS; -1 (missing) for everything that is not a memcpy
         copy_code = np.select([kind != 1, copy == 1, copy == 2, copy == 8], [-1, 0, 1, 2], 3)
@@ -390,21 +394,22 @@ class Trace:
         if not self.has("CUPTI_ACTIVITY_KIND_RUNTIME") or not len(pid):
             return start, tid
         a_start, _, a_gtid, a_corr, _ = self._runtime
-        row = _call_rows((a_gtid >> 24) & _PID_MASK, a_corr, pid, corr)
-        hit = row >= 0
-        row = row[hit]
-        start[hit] = a_start[row]
-        tid[hit] = a_gtid[row] & _PID_MASK
+        rows = _call_rows((a_gtid >> 24) & _PID_MASK, a_corr)
+        for lo in range(0, len(pid), CHUNK_ROWS):  # small temporaries, reused chunk to chunk
+            chunk = slice(lo, lo + CHUNK_ROWS)
+            row = rows(pid[chunk], corr[chunk])
+            hit = row >= 0
+            row = row[hit]
+            start[chunk][hit] = a_start[row]
+            tid[chunk][hit] = a_gtid[row] & _PID_MASK
         return start, tid
 
 
-def _call_rows(
-    a_pid: np.ndarray, a_corr: np.ndarray, pid: np.ndarray, corr: np.ndarray
-) -> np.ndarray:
-    """For each (pid, corr > 0): the first row of the API calls (a_pid, a_corr) with the same
-    pair, -1 if none. Pairs are compared as ``pid << 38 | corr``."""
+def _call_rows(a_pid: np.ndarray, a_corr: np.ndarray):
+    """Return ``rows(pid, corr)``: for each (pid, corr > 0), the first row of the API calls
+    (a_pid, a_corr) with the same pair, -1 if none. Pairs are compared as ``pid << 38 | corr``."""
     if not len(a_pid):
-        return np.full(len(pid), -1, dtype=np.int64)
+        return lambda pid, corr: np.full(len(pid), -1, dtype=np.int64)
     lo, hi = int(a_corr.min()), int(a_corr.max())
     span = hi - lo + 1
     one_process = int(a_pid.min()) == int(a_pid.max())
@@ -413,25 +418,34 @@ def _call_rows(
         table = np.full(span, -1, dtype=np.int64)
         table[a_corr - lo] = np.arange(len(a_corr))
         if np.count_nonzero(table >= 0) == len(a_corr):  # no id twice: the table is exact
-            offset = corr - lo
-            ok = (offset >= 0) & (offset < span) & (corr > 0) & (pid == a_pid[0])
-            np.clip(offset, 0, span - 1, out=offset)
-            row = table[offset]
-            row[~ok] = -1
-            return row
+
+            def by_table(pid: np.ndarray, corr: np.ndarray) -> np.ndarray:
+                offset = corr - lo
+                ok = (offset >= 0) & (offset < span) & (corr > 0) & (pid == a_pid[0])
+                np.clip(offset, 0, span - 1, out=offset)
+                row = table[offset]
+                row[~ok] = -1
+                return row
+
+            return by_table
     a_keys = (a_pid << _CORR_BITS) | a_corr
-    keys = (pid.astype(np.int64) << _CORR_BITS) | corr
     order = np.argsort(a_keys, kind="stable")
     sorted_keys = a_keys[order]
-    i = np.clip(np.searchsorted(sorted_keys, keys), 0, len(order) - 1)
-    hit = (corr > 0) & (sorted_keys[i] == keys)
-    return np.where(hit, order[i], -1)
+
+    def by_search(pid: np.ndarray, corr: np.ndarray) -> np.ndarray:
+        keys = (pid.astype(np.int64) << _CORR_BITS) | corr
+        i = np.clip(np.searchsorted(sorted_keys, keys), 0, len(order) - 1)
+        hit = (corr > 0) & (sorted_keys[i] == keys)
+        return np.where(hit, order[i], -1)
+
+    return by_search
 
 
+CHUNK_ROWS = 1 << 20  # row-wise work over millions of ops goes in chunks of this many rows
 _PID_MASK = 0xFFFFFF
 _LOW32 = 0xFFFFFFFF
 # Columns of the ops query (int64 each). Device and stream ids, and the short and full name
-# codes, are int32 values packed in pairs as high << 32 | low; misc = pid (24 bits) << 16 |
+# codes, are int32 values packed in pairs as high << 32 | low; misc = pid (24 bits) << 32 |
 # kind (code of KINDS) << 12 | in_graph << 8 | copyKind (8 bits). Tables without bytes (kernels,
 # graph replays) leave that last column out: the reader fills it with 0.
 _OP_COLUMNS = ("start", "end", "correlationId", "deviceId:streamId", "names", "misc", "bytes")
@@ -489,6 +503,15 @@ def _labelled(codes: np.ndarray, label) -> pd.Categorical:
         return pd.Categorical(np.asarray(labels, dtype=object)[inverse], categories=categories)
     categories = pd.Index(labels, dtype=object)
     return pd.Categorical.from_codes(inverse.astype("int32", copy=False), categories=categories)
+
+
+def _split32(packed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The high and the low 32 bits of int64 values as two int32 arrays (what ``>> 32`` and a
+    cast to int32 give), read as the halves of each value: no int64 temporary."""
+    if sys.byteorder != "little":
+        return (packed >> 32).astype(np.int32), packed.astype(np.int32)
+    halves = packed.view(np.int32)
+    return halves[1::2].copy(), halves[0::2].copy()
 
 
 def _unique_inverse(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -106,25 +106,23 @@ def union_coverage(starts: np.ndarray, ends: np.ndarray):
         s, emax = starts[order], ends[order]
         del order
         np.maximum.accumulate(emax, out=emax)
-    # a merged interval begins where an operation starts after every earlier one has ended
-    new = np.empty(len(s), dtype=bool)
-    new[0] = True
-    np.greater(s[1:], emax[:-1], out=new[1:])
-    m_start = s[new]
-    del s
-    new[:-1] = new[1:]  # now: the last operation of each merged interval
-    new[-1] = True
-    m_end = emax[new]
-    del emax, new
-    before = np.empty(len(m_start), dtype=np.result_type(m_start, m_end))
-    before[0] = 0
-    np.cumsum(m_end[:-1] - m_start[:-1], out=before[1:])
+    # In start order, emax[i] is the end of the union of operations 0..i, and holes[i] the
+    # total idle time inside it: the union of 0..i covers emax[i] - s[0] - holes[i]. An
+    # operation that starts after all earlier ones ended leaves a hole of s[i] - emax[i - 1].
+    holes = np.empty(len(s), dtype=np.result_type(s, emax))
+    holes[0] = 0
+    np.subtract(s[1:], emax[:-1], out=holes[1:])
+    np.maximum(holes, 0, out=holes)
+    np.cumsum(holes, out=holes)
+    first = s[0]
 
     def covered(t: np.ndarray) -> np.ndarray:
-        i = np.searchsorted(m_start, t, side="right") - 1
+        # the operations that start by t: their union, less what lies after t (all of it
+        # one stretch from t to emax, since each of them covers from its start <= t on)
+        i = np.searchsorted(s, t, side="right") - 1
         j = np.clip(i, 0, None)
-        inside = np.clip(t - m_start[j], 0, m_end[j] - m_start[j])
-        return np.where(i >= 0, before[j] + inside, 0)
+        end = emax[j]
+        return np.where(i >= 0, (end - first) - holes[j] - np.maximum(end - t, 0), 0)
 
     return covered
 
@@ -277,11 +275,18 @@ def _count_metrics(
     # one count per step and class: class = (kind, in_graph, copy kind) as one number
     n_copy = len(COPY_KINDS) + 1
     n_class = len(KINDS) * 2 * n_copy
-    op_class = (kind.astype(np.int64) * 2 + in_graph) * n_copy + (copy + 1)
-    by_class = np.bincount(
-        pos[counted] * n_class + op_class[counted], minlength=len(kept) * n_class
-    ).reshape(len(kept), len(KINDS), 2, n_copy)
-    del op_class
+    key = kind.astype(np.int16)  # in place from here: no temporary of 8 bytes per op
+    key *= 2
+    key += in_graph
+    key *= n_copy
+    key += copy
+    key += 1
+    key = np.add(pos * n_class, key, dtype=np.int64)
+    if not counted.all():
+        key = key[counted]
+    by_class = np.bincount(key, minlength=len(kept) * n_class)
+    by_class = by_class.reshape(len(kept), len(KINDS), 2, n_copy)
+    del key
 
     memcpy, memset, kernel = KINDS.index("memcpy"), KINDS.index("memset"), KINDS.index("kernel")
     out["eager_memcpy"] = by_class[:, memcpy, 0].sum(axis=1)
@@ -317,6 +322,17 @@ def _distinct_per_step(pos: np.ndarray, corr: np.ndarray, n: int) -> np.ndarray:
         return np.zeros(n, dtype=np.int64)
     lo = int(corr.min())
     span = int(corr.max()) - lo + 1
+    if span <= 4 * len(corr) + (1 << 16):
+        # the usual case: every id in one step (one API call launched its work), so the steps
+        # of the ids, looked up in a table indexed by id, are the answer
+        offset = corr - lo
+        first = np.full(span, n, dtype=np.int64)
+        last = np.full(span, -1, dtype=np.int64)
+        np.minimum.at(first, offset, pos)
+        np.maximum.at(last, offset, pos)
+        seen = last >= 0
+        if np.array_equal(first[seen], last[seen]):
+            return np.bincount(last[seen], minlength=n)
     if n * span < 2**62:  # (pos, corr) as one int64: a hash-based unique, no sort
         pairs = pd.unique(pos * span + (corr - lo))
         return np.bincount(pairs // span, minlength=n)

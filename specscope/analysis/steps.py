@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from specscope.analysis.loader import CaptureMode, Trace
+from specscope.analysis.loader import CHUNK_ROWS, CaptureMode, Trace
 from specscope.analysis.spec import StepSpec
 from specscope.errors import SpecError
 
@@ -80,12 +80,16 @@ def interval_index(starts: np.ndarray, ends: np.ndarray, t: np.ndarray) -> np.nd
         return np.full(len(t), -1, dtype=np.int64)
     # index + 1 of the last interval starting at or before t; entry 0 of `after` is a sentinel
     # end that no time is before, so times before every interval come out -1 like the others
-    i = np.searchsorted(starts, t, side="right").astype(np.int64, copy=False)
     lowest = -np.inf if ends.dtype.kind == "f" else np.iinfo(ends.dtype).min
     after = np.concatenate([np.array([lowest], dtype=ends.dtype), ends])
-    i *= t < after[i]  # 0 where t is in no interval
-    i -= 1
-    return i
+    out = np.empty(len(t), dtype=np.int64)
+    for lo in range(0, len(t), CHUNK_ROWS):  # small temporaries, reused chunk to chunk
+        chunk = t[lo : lo + CHUNK_ROWS]
+        i = np.searchsorted(starts, chunk, side="right").astype(np.int64, copy=False)
+        i *= chunk < after[i]  # 0 where t is in no interval
+        i -= 1
+        out[lo : lo + CHUNK_ROWS] = i
+    return out
 
 
 def find_steps(
