@@ -243,15 +243,13 @@ def _first_last(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Per group 0..n-1: the first ``start`` and the last ``end`` of its rows, as float64 (NaN:
     no rows). Rows of group -1 belong to none."""
-    mine = group >= 0
-    if not mine.all():
-        group, start, end = group[mine], start[mine], end[mine]
-    first = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
-    last = np.full(n, np.iinfo(np.int64).min, dtype=np.int64)
+    # one more slot at the end, where group -1 lands (index -1): no filtered copies
+    first = np.full(n + 1, np.iinfo(np.int64).max, dtype=np.int64)
+    last = np.full(n + 1, np.iinfo(np.int64).min, dtype=np.int64)
     np.minimum.at(first, group, start)
     np.maximum.at(last, group, end)
-    empty = np.bincount(group, minlength=n) == 0
-    first, last = first.astype(np.float64), last.astype(np.float64)
+    empty = last[:n] == np.iinfo(np.int64).min  # no row: the last end was never raised
+    first, last = first[:n].astype(np.float64), last[:n].astype(np.float64)
     first[empty] = last[empty] = np.nan
     return first, last
 
@@ -359,13 +357,20 @@ def _gap_metrics(out: pd.DataFrame, steps: Steps, gap_cols: list[str]) -> None:
 def _api_metrics(out: pd.DataFrame, trace: Trace, steps: Steps) -> None:
     """``api_calls:NAME``: CUDA API calls started inside each step range on its thread."""
     api = trace.api(API_CALLS)
-    api = api[(api["pid"] == steps.pid) & (api["tid"] == steps.tid)]
+    mine = (api["pid"].to_numpy() == steps.pid) & (api["tid"].to_numpy() == steps.tid)
     all_steps = steps.all_steps
     a_step = interval_index(
-        all_steps["start_ns"].to_numpy(), all_steps["end_ns"].to_numpy(), api["start_ns"].to_numpy()
+        all_steps["start_ns"].to_numpy(),
+        all_steps["end_ns"].to_numpy(),
+        api["start_ns"].to_numpy()[mine],
     )
-    calls = pd.DataFrame({"step": a_step, "name": api["name"].to_numpy(dtype=object)})
-    calls = calls[calls["step"] >= 0].groupby(["step", "name"]).size().unstack(fill_value=0)
+    names = api["name"].cat  # categories: the distinct names
+    code = names.codes.to_numpy()[mine]
+    in_step = a_step >= 0
     for name in API_CALLS:
-        counts = calls[name] if name in calls else pd.Series(dtype="int64")
-        out[f"api_calls:{name}"] = counts.reindex(steps.kept, fill_value=0).to_numpy()
+        if name in names.categories:
+            sel = in_step & (code == names.categories.get_loc(name))
+            counts = np.bincount(a_step[sel], minlength=len(all_steps))[steps.kept]
+        else:
+            counts = np.zeros(len(steps.kept), dtype=np.int64)
+        out[f"api_calls:{name}"] = counts

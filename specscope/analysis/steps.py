@@ -92,6 +92,21 @@ def interval_index(starts: np.ndarray, ends: np.ndarray, t: np.ndarray) -> np.nd
     return out
 
 
+def _lookup_runs(t: np.ndarray, *intervals: tuple[np.ndarray, np.ndarray]) -> list[np.ndarray]:
+    """:func:`interval_index` of the launch times ``t`` (float ns, no NaN) in each (starts,
+    ends), looked up once per run of equal times: the kernels of one graph launch are
+    consecutive ops sharing their launch's time, so runs are several times fewer than ops."""
+    t = t.astype(np.int64)
+    if len(t) == 0:
+        return [np.zeros(0, dtype=np.int64) for _ in intervals]
+    first = np.flatnonzero(t[1:] != t[:-1])  # the last op of each run but the last
+    first += 1
+    first = np.concatenate([np.zeros(1, dtype=np.int64), first])  # each run's first op
+    length = np.diff(first, append=len(t))
+    t = t[first]
+    return [np.repeat(interval_index(s, e, t), length) for s, e in intervals]
+
+
 def find_steps(
     trace: Trace,
     spec: StepSpec,
@@ -175,18 +190,17 @@ def find_steps(
         a_start, a_end = anchors["start_ns"].to_numpy(), anchors["end_ns"].to_numpy()
         launched = ops["api_start_ns"].to_numpy()
         if on_thread.all():  # the usual case: one process, one launching thread
-            launched = launched.astype(np.int64)
-            step_of = interval_index(s_start, s_end, launched)
-            anchor_of = interval_index(a_start, a_end, launched)
+            step_of, anchor_of = _lookup_runs(launched, (s_start, s_end), (a_start, a_end))
         else:
             rows = np.flatnonzero(on_thread)
-            launched = launched[rows].astype(np.int64)
             step_of = np.full(len(ops), -1, dtype=np.int64)
             anchor_of = np.full(len(ops), -1, dtype=np.int64)
-            step_of[rows] = interval_index(s_start, s_end, launched)
-            anchor_of[rows] = interval_index(a_start, a_end, launched)
+            step_of[rows], anchor_of[rows] = _lookup_runs(
+                launched[rows], (s_start, s_end), (a_start, a_end)
+            )
         del launched
-        ops = ops.assign(step=step_of, anchor=anchor_of)
+        columns = {c: ops[c] for c in ops.columns}  # shared, not copied (assign copies)
+        ops = pd.DataFrame({**columns, "step": step_of, "anchor": anchor_of}, copy=False)
     else:
         ops = ops.assign(step=np.zeros(0, np.int64), anchor=np.zeros(0, np.int64))
 
