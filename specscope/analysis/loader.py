@@ -364,7 +364,7 @@ class Trace:
         kind = flags.view(np.int8)
         api_start, api_tid = self._launches(pid, corr)
         # codes of COPY_KINDS; -1 (missing) for everything that is not a memcpy
-        copy_code = np.select([kind != 1, copy == 1, copy == 2, copy == 8], [-1, 0, 1, 2], 3)
+        copy_code = np.where(kind == KINDS.index("memcpy"), _COPY_CODE[copy.view(np.uint8)], -1)
         return pd.DataFrame(
             {
                 "start_ns": start,
@@ -378,7 +378,8 @@ class Trace:
                 "kind": pd.Categorical.from_codes(kind, categories=pd.Index(KINDS, dtype=object)),
                 "in_graph": in_graph,
                 "copy_kind": pd.Categorical.from_codes(
-                    copy_code.astype("int8"), categories=pd.Index(COPY_KINDS, dtype=object)
+                    copy_code.astype("int8", copy=False),
+                    categories=pd.Index(COPY_KINDS, dtype=object),
                 ),
                 "bytes": nbytes,
                 "api_start_ns": api_start,
@@ -474,6 +475,9 @@ _OP_TABLES = [
         "",
     ),
 ]
+# code in COPY_KINDS of each copyKind byte: 1 htod, 2 dtoh, 8 dtod, anything else other
+_COPY_CODE = np.full(256, COPY_KINDS.index("other"), dtype=np.int8)
+_COPY_CODE[[1, 2, 8]] = [COPY_KINDS.index(k) for k in ("htod", "dtoh", "dtod")]
 _MEMCPY_NAMES = {
     1: "Host-to-Device",
     2: "Device-to-Host",
