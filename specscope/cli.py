@@ -63,6 +63,7 @@ def _analyze_several(
     db: Path | None,
     jobs: int | None,
     dask_scheduler: str | None,
+    collective: str,
     **kw,
 ) -> None:
     """``analyze`` of several exports (the analyze command's multi-export half)."""
@@ -71,6 +72,8 @@ def _analyze_several(
 
     paths = many.expand_inputs(traces)
     labels = many.rank_labels(paths)
+    if collective and collective not in kw["count_kernels"]:
+        kw["count_kernels"] = (*kw["count_kernels"], collective)  # its kernel_us: metric
     with count_bar("exports analysed", len(paths)) as advance:
 
         def done(r: many.ExportResult) -> None:
@@ -92,7 +95,8 @@ def _analyze_several(
             warn(f"appended runs {', '.join(map(str, ids))} to {db}")
     view = None
     if len(ok) >= 2:
-        view = ranks.cross_rank({k: a.metrics.frame for k, a in ok.items()})
+        frames = {k: a.metrics.frame for k, a in ok.items()}
+        view = ranks.cross_rank(frames, collective=collective or None)
     if fmt == "json":
         data = {
             "exports": [a.to_json() | {"rank": k} for k, a in ok.items()],
@@ -147,6 +151,9 @@ def _analyze_several(
               help="Processes for several exports (default: one per CPU).")  # fmt: skip
 @click.option("--dask-scheduler", metavar="ADDRESS", default=None,
               help="Analyse each export on this Dask cluster (tcp://host:8786).")  # fmt: skip
+@click.option("--collective", metavar="REGEX", default="nccl", show_default=True,
+              help="Kernels of the per-step collective; with several exports the rank whose "
+              "collective is shortest arrived last (the straggler). '' turns it off.")  # fmt: skip
 def analyze(
     traces: tuple[Path, ...],
     preset: str | None,
@@ -164,12 +171,14 @@ def analyze(
     median_by: str,
     jobs: int | None,
     dask_scheduler: str | None,
+    collective: str,
 ) -> None:
     """Per-step metrics of nsys SQLite exports: gaps, GPU idle, eager memcpys, kernels.
 
     Several exports (or a folder of them; one per rank) are analysed in parallel processes
     (--jobs) or on a Dask cluster (--dask-scheduler), followed by the cross-rank view: slowest
-    rank per step and the spread of idle time and gaps across ranks. A failed export is one
+    rank per step, the rank that arrives last at the collective (--collective), and the spread
+    of idle time, gaps and collective time across ranks. A failed export is one
     error line; the others complete and the exit code is 2.
 
     Example: specscope analyze trace.sqlite --preset eagle --skip 2 --format json
@@ -187,7 +196,7 @@ def analyze(
             raise SpecError("--totals and --timeline need a single export; analyse it alone")
         _analyze_several(
             traces, spec, skip=skip, pid=pid, device=device, count_kernels=count_kernels,
-            fmt=fmt, db=db, jobs=jobs, dask_scheduler=dask_scheduler,
+            fmt=fmt, db=db, jobs=jobs, dask_scheduler=dask_scheduler, collective=collective,
         )  # fmt: skip
         return
     trace = traces[0]

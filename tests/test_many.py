@@ -61,7 +61,7 @@ def test_cli_table_csv_json(tmp_path, rank_exports) -> None:
     assert "cross-rank view: 3 ranks, 5 steps in common" in table.output
     csv = runner.invoke(cli, ["analyze", *map(str, rank_exports), "--format", "csv", "-j", "1"])
     lines = csv.output.splitlines()
-    assert lines[0].startswith("step,slowest_rank,window_us:min") and len(lines) == 6
+    assert lines[0].startswith("step,slowest_rank,last_to_arrive,window_us:min") and len(lines) == 6
     assert all(line.split(",")[1] == "rank2" for line in lines[1:-1])
     data = json.loads(
         runner.invoke(cli, ["analyze", *map(str, rank_exports[:2]), "--format", "json"]).output

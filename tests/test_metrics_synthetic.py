@@ -455,8 +455,10 @@ def test_node_and_graph_mode(analyze_x, mode):
         },
     )
     node_only = ["graph_kernels", "kernels:fused_metadata_copy", "kernels:draft_k"]
+    node_only += ["kernel_us:fused_metadata_copy", "kernel_us:draft_k"]
     if mode == "node":
         assert_values(a, {"graph_kernels": [4, 4, 4], "kernels:draft_k": [1, 1, 1]})
+        assert_values(a, {"kernel_us:draft_k": [1.0, 1.0, 1.0]})  # [1500, 2500] ns each
         assert a.metrics.unavailable == {}
     else:
         for metric in node_only:  # unavailable, not zero

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -75,3 +77,44 @@ def test_straggler_rank_from_synthetic_exports(write_export) -> None:
     assert view["window_us:spread"].iloc[0] == pytest.approx(4.0)
     assert view["idle_us:spread"].iloc[0] == pytest.approx(4.0)  # busy time is the same
     assert view["gap_us:draft_extend.replay->draft.replay:spread"].iloc[1] == pytest.approx(4.0)
+
+
+TWO_RANK = Path(__file__).parent / "data" / "two_rank"
+
+
+def test_real_two_rank_trace_names_the_late_rank() -> None:
+    """Two H200s, one NCCL all-reduce per step, rank 1 sleeping 300 µs on the host before it
+    (scripts/two_rank_program.py under nsys 2025.3.1; recipe in tests/data/two_rank/README.md).
+
+    The steps end together, so the slowest step is either rank; the collective says who was
+    late: rank 0's all-reduce waits for rank 1 (~600 µs), rank 1's is short (~30 µs)."""
+    paths = [TWO_RANK / "rank0.sqlite", TWO_RANK / "rank1.sqlite"]
+    results = analyze_many(paths, EAGLE_SPEC, jobs=1, skip=2, count_kernels=("nccl",))
+    assert all(r.ok for r in results), [r.error for r in results]
+    frames = {f"rank{i}": r.analysis.metrics.frame for i, r in enumerate(results)}
+    assert all((f["kernels:nccl"] == 1).all() for f in frames.values())
+    view = cross_rank(frames)
+    assert len(view) == 38  # 40 captured steps, 2 skipped, all in both ranks
+    assert (view["last_to_arrive"] == "rank1").mean() > 0.9
+    table = straggler_table(view, list(frames))
+    assert table.loc["rank1", "last_to_arrive_pct"] > 90
+    assert set(table.columns) >= {"slowest_steps", "slowest_pct"}
+    wait = view["kernel_us:nccl:spread"]
+    assert wait.median() > 300  # rank 0 waits at least the injected host delay
+    assert (frames["rank1"]["kernel_us:nccl"].median()) < 100
+
+
+def test_cli_reports_the_late_rank(tmp_path) -> None:
+    from click.testing import CliRunner
+
+    from specscope.cli import cli
+
+    paths = [str(TWO_RANK / "rank0.sqlite"), str(TWO_RANK / "rank1.sqlite")]
+    r = CliRunner().invoke(cli, ["analyze", *paths, "--preset", "eagle", "--skip", "2", "-j", "1"])
+    assert r.exit_code == 0, r.output
+    assert "last_to_arrive_pct" in r.output and "kernel_us:nccl" in r.output
+    off = CliRunner().invoke(
+        cli, ["analyze", *paths, "--skip", "2", "-j", "1", "--collective", "", "--format", "csv"]
+    )
+    assert off.exit_code == 0, off.output
+    assert "kernel_us:nccl" not in off.output

@@ -29,7 +29,9 @@ occurs more than once in a step, the first occurrence is reported.
 **Counts** (operations of the step): ``eager_memcpy`` (memcpys not in a graph; by direction
 ``eager_memcpy_htod/_dtoh/_dtod/_other``; ``eager_memcpy_bytes``), ``eager_memset``,
 ``eager_kernels``, ``graph_kernels`` (node mode only), ``graph_launches`` (distinct graph launches),
-``kernels:PATTERN`` (kernels whose name matches the regex; node mode or no graphs only),
+``kernels:PATTERN`` (kernels whose name matches the regex; node mode or no graphs only) and
+``kernel_us:PATTERN`` (their summed device time, µs: e.g. the time a rank spends in NCCL
+collectives, waiting for the others included),
 ``api_calls:NAME`` (CUDA API calls of that name started inside the step range on its thread).
 
 **Host side** (NVTX only, reported even without CUDA data): ``cpu_step_us`` (the step range),
@@ -164,7 +166,7 @@ def per_step_metrics(
     out = pd.DataFrame(index=pd.Index(steps.kept, name="step"))
     _host_metrics(out, trace, steps)
     gap_cols = [f"gap_us:{p}" for p in anchor_pairs(spec.anchors)]
-    kernel_cols = [f"kernels:{p}" for p in patterns]
+    kernel_cols = [f"kernels:{p}" for p in patterns] + [f"kernel_us:{p}" for p in patterns]
     api_cols = [f"api_calls:{n}" for n in API_CALLS]
     if trace.capture_mode is CaptureMode.NO_CUDA or steps.device_id is None:
         why = (
@@ -301,11 +303,14 @@ def _count_metrics(
     out["graph_launches"] = _distinct_per_step(
         pos[graph_op], ops["correlation_id"].to_numpy()[graph_op], len(kept)
     )
-    kernel_cols = [f"kernels:{p}" for p in patterns]
+    kernel_cols = []
     is_kernel = counted & (kind == kernel)
-    for pattern, col in zip(patterns, kernel_cols, strict=True):
+    for pattern in patterns:
         sel = is_kernel & name_matches(ops, pattern)
-        out[col] = np.bincount(pos[sel], minlength=len(kept))
+        out[f"kernels:{pattern}"] = np.bincount(pos[sel], minlength=len(kept))
+        dur = ops["end_ns"].to_numpy()[sel] - ops["start_ns"].to_numpy()[sel]
+        out[f"kernel_us:{pattern}"] = np.bincount(pos[sel], weights=dur, minlength=len(kept)) / 1e3
+        kernel_cols += [f"kernels:{pattern}", f"kernel_us:{pattern}"]
     if mode is not CaptureMode.GRAPH:
         return {}
     why = "graph-internal kernels are invisible with --cuda-graph-trace=graph; record in node mode"

@@ -12,9 +12,22 @@ For each per-step metric ``M`` in :data:`COMPARED` (when the exports have it)::
     M:min = 510, M:max = 630, M:spread = max - min = 120, M:argmax = rank 1
 
 ``slowest_rank`` is the rank with the longest GPU step (``window_us:argmax``; ``cpu_step_us``
-for exports without CUDA data); ties go to the first rank. A rank that is slowest in most steps
-is a straggler; a large ``idle_us:spread`` or ``gap_us:A->B:spread`` says the ranks wait for
-each other (or for their own host) unevenly. All values are µs.
+for exports without CUDA data); ties go to the first rank. A large ``idle_us:spread`` or
+``gap_us:A->B:spread`` says the ranks wait for each other (or for their own host) unevenly.
+
+**Collectives.** When the ranks meet in a collective every step (an NCCL all-reduce), their
+steps end together and the slowest step says little: the rank that arrives late makes the others
+wait *inside* the collective kernel, which then runs long on every rank but the late one::
+
+    rank 0   [compute][======= allreduce: waits for rank 1 =======][compute]
+    rank 1   [compute]......host late......[allreduce][compute]
+                                           ^ rank 1 arrives last: its collective is shortest
+
+With ``collective`` (a ``count_kernels`` pattern, e.g. ``nccl``) and its ``kernel_us:PATTERN``
+metric in every export, ``last_to_arrive`` is the rank with the shortest collective time in
+the step (``kernel_us:PATTERN:argmin``), and ``kernel_us:PATTERN:spread`` is how long the
+earliest rank waited for it. A rank that arrives last in most steps is the straggler. All
+values are µs.
 """
 
 from __future__ import annotations
@@ -25,19 +38,25 @@ import numpy as np
 import pandas as pd
 
 COMPARED = ("window_us", "busy_us", "idle_us", "cpu_step_us")
-STATS = ("min", "max", "spread", "argmax")
+STATS = ("min", "max", "spread", "argmax", "argmin")
+COLLECTIVE = "nccl"  # the default collective pattern: NCCL's kernels (ncclDevKernel_...)
 
 
 def compared_metrics(frames: Mapping[str, pd.DataFrame]) -> list[str]:
-    """The metrics compared across ranks: :data:`COMPARED` and every ``gap_us:`` pair present
-    in all exports, in that order."""
+    """The metrics compared across ranks: :data:`COMPARED`, every ``gap_us:`` pair and every
+    ``kernel_us:`` pattern present in all exports, in that order."""
     common = set.intersection(*(set(f.columns) for f in frames.values()))
-    gaps = [c for c in next(iter(frames.values())).columns if c.startswith("gap_us:")]
-    return [m for m in (*COMPARED, *gaps) if m in common]
+    columns = next(iter(frames.values())).columns
+    extra = [c for c in columns if c.startswith("gap_us:")]
+    extra += [c for c in columns if c.startswith("kernel_us:")]
+    return [m for m in (*COMPARED, *extra) if m in common]
 
 
-def cross_rank(frames: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
-    """Per step (index ``step``): ``slowest_rank``, then ``M:min, M:max, M:spread, M:argmax``
+def cross_rank(
+    frames: Mapping[str, pd.DataFrame], collective: str | None = COLLECTIVE
+) -> pd.DataFrame:
+    """Per step (index ``step``): ``slowest_rank``, ``last_to_arrive`` (None without the
+    collective's ``kernel_us:`` metric), then ``M:min, M:max, M:spread, M:argmax, M:argmin``
     for each compared metric (module doc). ``frames``: rank label -> per-step metrics frame
     (``StepMetrics.frame``), in rank order. Never mutates its inputs.
     """
@@ -52,30 +71,39 @@ def cross_rank(frames: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
         v = np.vstack([frames[r][metric].reindex(index).to_numpy(dtype="float64") for r in labels])
         has = ~np.isnan(v).all(axis=0)
         arg = np.argmax(np.where(np.isnan(v), -np.inf, v), axis=0)
+        arg_min = np.argmin(np.where(np.isnan(v), np.inf, v), axis=0)
         with np.errstate(all="ignore"):
             lo = np.where(has, np.nanmin(np.where(has, v, 0.0), axis=0), np.nan)
             hi = np.where(has, np.nanmax(np.where(has, v, 0.0), axis=0), np.nan)
         out[f"{metric}:min"] = lo
         out[f"{metric}:max"] = hi
         out[f"{metric}:spread"] = hi - lo
-        out[f"{metric}:argmax"] = np.where(has, np.asarray(labels, dtype=object)[arg], None)
+        names = np.asarray(labels, dtype=object)
+        out[f"{metric}:argmax"] = np.where(has, names[arg], None)
+        out[f"{metric}:argmin"] = np.where(has, names[arg_min], None)
     frame = pd.DataFrame(out, index=index)
     by = "window_us:argmax"
     if by not in frame or frame[by].isna().all():
         by = "cpu_step_us:argmax"
     slowest = frame[by] if by in frame else pd.Series(None, index=index, dtype=object)
     frame.insert(0, "slowest_rank", slowest)
+    late = f"kernel_us:{collective}:argmin"
+    frame.insert(1, "last_to_arrive", frame[late] if late in frame else None)
     return frame
 
 
 def straggler_table(view: pd.DataFrame, labels: list[str]) -> pd.DataFrame:
-    """Per rank: ``slowest_steps`` (steps in which it was the slowest) and their share in %."""
-    counts = view["slowest_rank"].value_counts().reindex(labels, fill_value=0)
+    """Per rank: ``slowest_steps`` (steps in which it was the slowest) and their share in %;
+    with a collective, also ``last_to_arrive_steps`` and ``last_to_arrive_pct``."""
     n = max(len(view), 1)
-    return pd.DataFrame(
-        {"slowest_steps": counts.astype("int64"), "slowest_pct": 100.0 * counts / n},
-        index=pd.Index(labels, name="rank"),
-    )
+    table = pd.DataFrame(index=pd.Index(labels, name="rank"))
+    for col, name in (("slowest_rank", "slowest"), ("last_to_arrive", "last_to_arrive")):
+        if col not in view or view[col].isna().all():
+            continue
+        counts = view[col].value_counts().reindex(labels, fill_value=0)
+        table[f"{name}_steps"] = counts.astype("int64")
+        table[f"{name}_pct"] = 100.0 * counts / n
+    return table
 
 
 def spread_summary(view: pd.DataFrame) -> pd.DataFrame:
