@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -45,3 +46,34 @@ def test_many_fills_columns_a_query_leaves_out_with_zero(
     ]
     cols = int_columns_many(con, lambda: columnar_connection(path), queries, 3, threads=2)
     assert [c.tolist() for c in cols] == [[1, 2, 3], [10, 20, 0], [7, 7, 0]]
+
+
+@pytest.mark.parametrize("reader", ["adbc", "sqlite3"])
+def test_split32_columns_come_back_as_halves(
+    reader: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sqlite3
+
+    from specscope.analysis.sqlread import SPLIT32, columnar_connection, int_columns_many
+
+    if reader == "adbc":
+        pytest.importorskip("adbc_driver_sqlite")
+    monkeypatch.setenv("SPECSCOPE_SQLITE_READER", reader)
+    path = tmp_path / "t.sqlite"
+    con = sqlite3.connect(path)
+    con.execute("CREATE TABLE t (hi INTEGER, lo INTEGER)")
+    pairs = [(7, 2**31 - 1), (-2, -10), (2**31 - 1, 0), (-(2**31), 5)]
+    con.executemany("INSERT INTO t VALUES (?, ?)", pairs)
+    con.commit()
+    packed = "(hi << 32) | (lo & 4294967295)"
+    queries = [
+        (f"SELECT rowid, {packed} FROM t WHERE rowid <= 2", 2),
+        (f"SELECT rowid, {packed} FROM t WHERE rowid > 2", 2),
+        ("SELECT 9", 1),  # the split column left out: both halves 0
+    ]
+    connect = lambda: columnar_connection(path)  # noqa: E731
+    rowid, high, low = int_columns_many(con, connect, queries, 2, ("i8", SPLIT32), threads=2)
+    assert rowid.tolist() == [1, 2, 3, 4, 9]
+    assert high.tolist() == [h for h, _ in pairs] + [0]
+    assert low.tolist() == [lo for _, lo in pairs] + [0]
+    assert high.dtype == low.dtype == np.int32

@@ -32,7 +32,6 @@ import enum
 import re
 import sqlite3
 import struct
-import sys
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -45,6 +44,7 @@ import pandas as pd
 
 from specscope.analysis import progress
 from specscope.analysis.sqlread import (
+    SPLIT32,
     columnar_connection,
     int_columns,
     int_columns_many,
@@ -336,12 +336,14 @@ class Trace:
             runtime = ThreadPoolExecutor(1)
             runtime.submit(lambda: self._runtime)
         try:
-            start, end, corr, place, names, misc, nbytes = self._read(
+            # the packed pairs come back as their two int32 halves (SPLIT32)
+            (start, end, corr, device, stream, short, full, pid, low, nbytes) = self._read(
                 lambda: int_columns_many(
                     self.con,
                     lambda: columnar_connection(self.path),
                     parts,
                     len(_OP_COLUMNS),
+                    ("i8", "i8", "i8", SPLIT32, SPLIT32, SPLIT32, "i8"),
                     threads=threads,
                     on_done=lambda done, total: progress.report("GPU operations", done, total),
                 )
@@ -349,12 +351,6 @@ class Trace:
         finally:
             if runtime is not None:
                 runtime.shutdown()  # waits; a failure is raised again by _launches
-        device, stream = _split32(place)
-        del place
-        short, full = _split32(names)
-        del names
-        pid, low = _split32(misc)
-        del misc
         copy = low.astype(np.int8)  # bits 0-7
         low >>= 8
         flags = low.astype(np.uint8)  # bits 8-15: kind << 4 | in_graph
@@ -507,15 +503,6 @@ def _labelled(codes: np.ndarray, label) -> pd.Categorical:
         return pd.Categorical(np.asarray(labels, dtype=object)[inverse], categories=categories)
     categories = pd.Index(labels, dtype=object)
     return pd.Categorical.from_codes(inverse.astype("int32", copy=False), categories=categories)
-
-
-def _split32(packed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The high and the low 32 bits of int64 values as two int32 arrays (what ``>> 32`` and a
-    cast to int32 give), read as the halves of each value: no int64 temporary."""
-    if sys.byteorder != "little":
-        return (packed >> 32).astype(np.int32), packed.astype(np.int32)
-    halves = packed.view(np.int32)
-    return halves[1::2].copy(), halves[0::2].copy()
 
 
 def _unique_inverse(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -27,6 +27,7 @@ from __future__ import annotations
 import itertools
 import os
 import sqlite3
+import sys
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -81,8 +82,36 @@ def rowid_ranges(con: sqlite3.Connection, table: str, parts: int) -> list[tuple[
     ]
 
 
-def _dtypes(ncols: int, dtypes: Sequence | None) -> list[np.dtype]:
-    return [np.dtype(np.int64)] * ncols if dtypes is None else [np.dtype(d) for d in dtypes]
+SPLIT32 = "split32"
+"""A dtype for :func:`int_columns_many`: the int64 column comes back as two int32 arrays, its
+high and its low 32 bits (what ``>> 32`` and a cast to int32 give), written batch by batch (no
+int64 array of the whole column)."""
+
+
+def _dtypes(ncols: int, dtypes: Sequence | None) -> list:
+    if dtypes is None:
+        return [np.dtype(np.int64)] * ncols
+    return [SPLIT32 if d == SPLIT32 else np.dtype(d) for d in dtypes]
+
+
+def _put(target, n: int, m: int, column) -> None:
+    """Write ``column`` (m values, or a scalar) to rows n..n+m of ``target``: an array, or the
+    (high, low) pair of a SPLIT32 column."""
+    if not isinstance(target, tuple):
+        target[n : n + m] = column
+        return
+    high, low = target
+    column = np.asarray(column)
+    if column.ndim == 0:
+        high[n : n + m] = low[n : n + m] = column
+    elif sys.byteorder == "little" and column.dtype == np.int64 and column.flags.c_contiguous:
+        halves = column.view(np.int32).reshape(-1, 2)
+        high[n : n + m] = halves[:, 1]
+        low[n : n + m] = halves[:, 0]
+    else:
+        column = column.astype(np.int64, copy=False)
+        high[n : n + m] = column >> 32
+        low[n : n + m] = column.astype(np.int32)
 
 
 def _concat(parts: list[list[np.ndarray]], ncols: int, dtypes: list[np.dtype]) -> list:
@@ -113,12 +142,12 @@ def _adbc_batches(columnar, sql: str, ncols: int, dtypes: list[np.dtype], into=N
                 parts.append([np.array(c, dtype=dtypes[i]) for i, c in enumerate(cols)])
             else:
                 m = batch.num_rows
-                if n + m > len(into[0]):
+                if n + m > _rows(into[0]):
                     raise ValueError("more rows than the rowid range allows")
                 for i, c in enumerate(cols):
-                    into[i][n : n + m] = c
+                    _put(into[i], n, m, c)
                 for i in range(width, ncols):  # columns the query does not return
-                    into[i][n : n + m] = 0
+                    _put(into[i], n, m, 0)
                 n += m
             del batch, cols
     finally:
@@ -137,10 +166,10 @@ def _sqlite3_batches(
         if into is None:
             parts.append([arr[:, i].astype(dtypes[i]) for i in range(width)])
         else:
-            if n + len(arr) > len(into[0]):
+            if n + len(arr) > _rows(into[0]):
                 raise ValueError("more rows than the rowid range allows")
             for i in range(ncols):
-                into[i][n : n + len(arr)] = arr[:, i] if i < width else 0
+                _put(into[i], n, len(arr), arr[:, i] if i < width else 0)
             n += len(arr)
     return parts if into is None else n
 
@@ -174,7 +203,8 @@ def int_columns_many(
     threads: int = 1,
     on_done=None,
 ) -> list[np.ndarray]:
-    """Like :func:`int_columns` for the rows of several queries, concatenated in query order.
+    """Like :func:`int_columns` for the rows of several queries, concatenated in query order;
+    a column of dtype :data:`SPLIT32` comes back as two arrays (high and low halves).
 
     ``queries``: (sql, upper bound of its row count) pairs, e.g. from :func:`rowid_ranges`; the
     result arrays are allocated once and each query fills its own slice, so the peak memory is
@@ -187,11 +217,18 @@ def int_columns_many(
     dts = _dtypes(ncols, dtypes)
     finished = itertools.count(1)  # next() is atomic in CPython: safe across the threads
     offsets = np.r_[0, np.cumsum([b for _, b in queries], dtype=np.int64)]
-    out = [np.empty(int(offsets[-1]), dtype=d) for d in dts]
+    total = int(offsets[-1])
+    out = [
+        (np.empty(total, np.int32), np.empty(total, np.int32))
+        if d == SPLIT32
+        else np.empty(total, d)
+        for d in dts
+    ]
     first = connect() if queries else None
 
     def run(i: int, columnar) -> int:
-        into = [a[offsets[i] : offsets[i + 1]] for a in out]
+        rows = slice(offsets[i], offsets[i + 1])
+        into = [tuple(a[rows] for a in t) if isinstance(t, tuple) else t[rows] for t in out]
         try:
             if columnar is None:
                 return _sqlite3_batches(con, queries[i][0], ncols, dts, 1 << 16, into)
@@ -225,9 +262,14 @@ def int_columns_many(
         finally:
             for c in conns:
                 c.close()
-    if sum(counts) == len(out[0]):  # the usual case: rowids without holes
-        return out
+    flat = [a for t in out for a in (t if isinstance(t, tuple) else (t,))]
+    if sum(counts) == total:  # the usual case: rowids without holes
+        return flat
     keep = np.concatenate(
         [np.arange(offsets[i], offsets[i] + n, dtype=np.int64) for i, n in enumerate(counts)]
     )
-    return [a[keep] for a in out]
+    return [a[keep] for a in flat]
+
+
+def _rows(target) -> int:
+    return len(target[0] if isinstance(target, tuple) else target)
