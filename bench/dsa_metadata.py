@@ -184,23 +184,20 @@ def git_sha() -> str:
         return "unknown"
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", type=Path, default=Path("bench/out"))
-    parser.add_argument("--bs", default="1,8,32,128")
+def add_shape_args(parser: argparse.ArgumentParser) -> None:
+    """The geometry and timing options both DSA metadata benches take."""
     parser.add_argument("--kpool", type=int, default=4)
     parser.add_argument("--topk", type=int, default=2048)
     parser.add_argument("--width", type=int, default=16384)
-    parser.add_argument("--min-len", type=int, default=4096)
-    parser.add_argument("--max-len", type=int, default=8192)
-    parser.add_argument("--rep-ms", type=int, default=100)
     parser.add_argument("--graph-reps", type=int, default=20)
     parser.add_argument("--graph-iters", type=int, default=20)
     parser.add_argument("--profile-iters", type=int, default=10)
-    args = parser.parse_args()
-    if not torch.cuda.is_available():
-        raise SystemExit("bench/dsa_metadata.py needs a CUDA device")
 
+
+def cuda_geometry(args: argparse.Namespace, script: str) -> tuple[DSAGeometry, dict]:
+    """The benchmark geometry on this GPU (T = 6, P = 64) and the provenance of every row."""
+    if not torch.cuda.is_available():
+        raise SystemExit(f"{script} needs a CUDA device")
     props = torch.cuda.get_device_properties(0)
     g = DSAGeometry(
         page_size=64,
@@ -216,6 +213,22 @@ def main() -> None:
         "triton": triton.__version__,
         "git_sha": git_sha(),
         "time_utc": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+    }
+    return g, provenance
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, default=Path("bench/out"))
+    parser.add_argument("--bs", default="1,8,32,128")
+    parser.add_argument("--min-len", type=int, default=4096)
+    parser.add_argument("--max-len", type=int, default=8192)
+    parser.add_argument("--rep-ms", type=int, default=100)
+    add_shape_args(parser)
+    args = parser.parse_args()
+    g, provenance = cuda_geometry(args, "bench/dsa_metadata.py")
+    provenance = {
+        **provenance,
         "num_sms": g.num_sms,
         "kpool": g.index_kpool,
         "topk": g.index_topk,

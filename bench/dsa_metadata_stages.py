@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import datetime as dt
 import itertools
 import sys
 from pathlib import Path
@@ -46,10 +45,16 @@ import triton.language as tl
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from dsa_metadata import _empty_kernel, git_sha, graph_time_us, profile, warm_gpu  # noqa: E402
+from dsa_metadata import (
+    _empty_kernel,
+    add_shape_args,
+    cuda_geometry,
+    graph_time_us,
+    profile,
+    warm_gpu,
+)  # noqa: E402
 
 from specscope.kernels.ops.attention import (  # noqa: E402
-    DSAGeometry,
     ForwardMode,
     allocate_metadata,
     build_metadata_fused,
@@ -100,33 +105,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=Path("bench/out"))
     parser.add_argument("--bs", default="32")
-    parser.add_argument("--kpool", type=int, default=4)
-    parser.add_argument("--topk", type=int, default=2048)
-    parser.add_argument("--width", type=int, default=16384)
     parser.add_argument("--sweep", action="store_true", help="also sweep TARGET_VERIFY settings")
-    parser.add_argument("--graph-reps", type=int, default=20)
-    parser.add_argument("--graph-iters", type=int, default=20)
-    parser.add_argument("--profile-iters", type=int, default=10)
+    add_shape_args(parser)
     args = parser.parse_args()
-    if not torch.cuda.is_available():
-        raise SystemExit("bench/dsa_metadata_stages.py needs a CUDA device")
-
-    props = torch.cuda.get_device_properties(0)
-    g = DSAGeometry(
-        page_size=64,
-        index_topk=args.topk,
-        index_kpool=args.kpool,
-        page_table_width=args.width,
-        num_sms=props.multi_processor_count,
-        num_draft_tokens=6,
-    )
-    provenance = {
-        "gpu": props.name,
-        "torch": torch.__version__,
-        "triton": triton.__version__,
-        "git_sha": git_sha(),
-        "time_utc": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-    }
+    g, provenance = cuda_geometry(args, "bench/dsa_metadata_stages.py")
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / "dsa_metadata_stages.csv"
     path.unlink(missing_ok=True)
