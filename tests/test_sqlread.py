@@ -24,22 +24,30 @@ def test_readers_agree(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     pd.testing.assert_frame_equal(columnar.ops, plain.ops)
 
 
-@pytest.mark.parametrize("reader", ["adbc", "sqlite3"])
-def test_many_fills_columns_a_query_leaves_out_with_zero(
-    reader: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _two_column_table(reader, tmp_path, monkeypatch, names, rows):
+    """A file with table t (two INTEGER columns, `rows`), read through `reader`:
+    (sqlite3 connection, path)."""
     import sqlite3
-
-    from specscope.analysis.sqlread import columnar_connection, int_columns_many
 
     if reader == "adbc":
         pytest.importorskip("adbc_driver_sqlite")
     monkeypatch.setenv("SPECSCOPE_SQLITE_READER", reader)
     path = tmp_path / "t.sqlite"
     con = sqlite3.connect(path)
-    con.execute("CREATE TABLE t (a INTEGER, b INTEGER)")
-    con.executemany("INSERT INTO t VALUES (?, ?)", [(1, 10), (2, 20), (3, 30)])
+    con.execute(f"CREATE TABLE t ({names[0]} INTEGER, {names[1]} INTEGER)")
+    con.executemany("INSERT INTO t VALUES (?, ?)", rows)
     con.commit()
+    return con, path
+
+
+@pytest.mark.parametrize("reader", ["adbc", "sqlite3"])
+def test_many_fills_columns_a_query_leaves_out_with_zero(
+    reader: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from specscope.analysis.sqlread import columnar_connection, int_columns_many
+
+    rows = [(1, 10), (2, 20), (3, 30)]
+    con, path = _two_column_table(reader, tmp_path, monkeypatch, ("a", "b"), rows)
     queries = [
         ("SELECT a, b, 7 FROM t WHERE rowid <= 2", 2),
         ("SELECT a FROM t WHERE rowid > 2", 1),  # b and the third column: 0
@@ -52,19 +60,10 @@ def test_many_fills_columns_a_query_leaves_out_with_zero(
 def test_split32_columns_come_back_as_halves(
     reader: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import sqlite3
-
     from specscope.analysis.sqlread import SPLIT32, columnar_connection, int_columns_many
 
-    if reader == "adbc":
-        pytest.importorskip("adbc_driver_sqlite")
-    monkeypatch.setenv("SPECSCOPE_SQLITE_READER", reader)
-    path = tmp_path / "t.sqlite"
-    con = sqlite3.connect(path)
-    con.execute("CREATE TABLE t (hi INTEGER, lo INTEGER)")
     pairs = [(7, 2**31 - 1), (-2, -10), (2**31 - 1, 0), (-(2**31), 5)]
-    con.executemany("INSERT INTO t VALUES (?, ?)", pairs)
-    con.commit()
+    con, path = _two_column_table(reader, tmp_path, monkeypatch, ("hi", "lo"), pairs)
     packed = "(hi << 32) | (lo & 4294967295)"
     queries = [
         (f"SELECT rowid, {packed} FROM t WHERE rowid <= 2", 2),
