@@ -14,15 +14,12 @@ k = 4, K = 2048). For each mode at `--bs`, every row is one launch configuration
     fields / schedule / meta / page-table
                      the fused build with only those stages (`scan.py`'s stage bits; `meta` =
                      fields + schedule); the grid stays the full one
-    meta2            the full build with the fields and the schedule in two programs
-    hist, hist-meta2, schedule-hist
-                     the same with the schedule's rows found by a histogram, not a search
     bytes-copy       `Tensor.copy_` of as many int32 as the live page-table prefixes hold: what
                      moving those bytes costs as one bandwidth-bound copy kernel
     bytes-copy-triton
                      the same bytes (rounded up to 1024 int32) by a 3-line unmasked Triton copy,
                      1024 int32 per program
-    cols=C,warps=W,meta=M,hist=H
+    cols=C,warps=W
                      (`--sweep`, TARGET_VERIFY only) the full build under other launch settings
 
 Columns: graph_us (`--graph-reps` builds in one CUDA graph, median over `--graph-iters` replays,
@@ -84,20 +81,13 @@ STAGE_ROWS = {
     "schedule": dict(stages=SCHEDULE),
     "meta": dict(stages=FIELDS | SCHEDULE),
     "page-table": dict(stages=PAGE_TABLE),
-    "meta2": dict(meta_programs=2),
-    "hist": dict(histogram_schedule=True),
-    "hist-meta2": dict(histogram_schedule=True, meta_programs=2),
-    "schedule-hist": dict(stages=SCHEDULE, histogram_schedule=True),
 }
 
 
 def sweep_rows() -> dict[str, dict]:
     rows = {}
-    grid = itertools.product((512, 1024, 2048), (2, 4, 8), (1, 2), (False, True))
-    for cols, warps, meta, hist in grid:
-        rows[f"cols={cols},warps={warps},meta={meta},hist={int(hist)}"] = dict(
-            block_cols=cols, num_warps=warps, meta_programs=meta, histogram_schedule=hist
-        )
+    for cols, warps in itertools.product((512, 1024, 2048, 4096), (2, 4, 8)):
+        rows[f"cols={cols},warps={warps}"] = dict(block_cols=cols, num_warps=warps)
     return rows
 
 

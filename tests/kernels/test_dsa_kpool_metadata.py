@@ -168,11 +168,8 @@ def test_launch_settings_are_a_function_of_shapes():
 
 
 SETTINGS_VARIANTS = {
-    "two-meta-programs": dict(meta_programs=2),
     "narrow-workers": dict(block_cols=64, num_warps=1),
-    "long-spans": dict(block_cols=512, num_warps=8, meta_programs=2),
-    "histogram-schedule": dict(histogram_schedule=True),
-    "histogram-two-programs": dict(histogram_schedule=True, meta_programs=2, num_warps=2),
+    "long-spans": dict(block_cols=512, num_warps=8),
 }
 
 
@@ -196,9 +193,8 @@ def test_fused_equals_ordinary_under_other_launch_settings(mode, variant, triton
     assert_metadata_equal(actual, expected, mode, bs)
 
 
-@pytest.mark.parametrize("meta_programs", [1, 2])
 @pytest.mark.parametrize("stages", [FIELDS, SCHEDULE, PAGE_TABLE])
-def test_stage_bits_run_only_their_work(stages, meta_programs, triton_device):
+def test_stage_bits_run_only_their_work(stages, triton_device):
     """The benchmark's ablations: a build with some stages left out writes only the others."""
     g, mode, lens = CPU_GEOMETRY, VERIFY, (700, 65, 300)
     bs, rows = len(lens), g.rows(VERIFY, len(lens))
@@ -206,7 +202,7 @@ def test_stage_bits_run_only_their_work(stages, meta_programs, triton_device):
     full = allocate_metadata(bs, rows, g, triton_device)
     build_metadata_ordinary(mode, inputs, full)
     part = allocate_metadata(bs, rows, g, triton_device, fill=-5)
-    settings = launch_settings(rows, bs, g, stages=stages, meta_programs=meta_programs)
+    settings = launch_settings(rows, bs, g, stages=stages)
     build_metadata_fused(mode, inputs, part, settings)
     groups = {
         PAGE_TABLE: {"page_table_1", "real_page_table"},
@@ -227,10 +223,9 @@ def test_stage_bits_run_only_their_work(stages, meta_programs, triton_device):
 
 
 @pytest.mark.parametrize("num_sms", [1, 2, 5, 31, 127, 132, 255])
-@pytest.mark.parametrize("histogram", [False, True], ids=["search", "histogram"])
-def test_schedule_over_sm_counts(num_sms, histogram, triton_device):
-    """Both row searches of the schedule against the reference, S around powers of two, with
-    fewer and more index blocks than SMs."""
+def test_schedule_over_sm_counts(num_sms, triton_device):
+    """The schedule's row search against the reference, S around powers of two, with fewer and
+    more index blocks than SMs."""
     g = replace(CPU_GEOMETRY, num_sms=num_sms, page_table_width=512)
     gen = torch.Generator().manual_seed(num_sms)
     for lens in ((6, 7, 8), tuple(torch.randint(6, 513, (20,), generator=gen).tolist())):
@@ -239,6 +234,5 @@ def test_schedule_over_sm_counts(num_sms, histogram, triton_device):
         expected = allocate_metadata(bs, bs * 6, g, triton_device)
         actual = allocate_metadata(bs, bs * 6, g, triton_device, fill=-5)
         build_metadata_ordinary(VERIFY, inputs, expected)
-        settings = launch_settings(bs * 6, bs, g, histogram_schedule=histogram)
-        build_metadata_fused(VERIFY, inputs, actual, settings)
+        build_metadata_fused(VERIFY, inputs, actual)
         assert_metadata_equal(actual, expected, VERIFY, bs)

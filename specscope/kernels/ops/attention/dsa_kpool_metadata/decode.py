@@ -13,7 +13,6 @@ from ..dsa_metadata import DSAForwardInputs, DSAMetadata, ForwardMode, check_bui
 from .scan import (
     LaunchSettings,
     _copy_live_prefix,
-    _meta_part,
     _meta_program,
     kernel_args,
     kernel_constexprs,
@@ -58,19 +57,16 @@ def _dsa_decode_metadata_kernel(
     ROW_BITS: tl.constexpr,
     BLOCK_COLS: tl.constexpr,
     N_SPANS: tl.constexpr,
-    META_PROGRAMS: tl.constexpr,
     STAGES: tl.constexpr,
-    HISTOGRAM: tl.constexpr,
 ):
     pid = tl.program_id(0)
-    if pid < META_PROGRAMS:
+    if pid == 0:
         r = tl.arange(0, BLOCK_ROWS)
         rm = r < rows
         seqlens = tl.load(seq_lens_ptr + r, mask=rm, other=0)
         valid = rm
         tail = rm  # every decode token is its request's last
         _meta_program(
-            _meta_part(pid, META_PROGRAMS, STAGES),
             r,
             rm,
             seqlens,
@@ -100,10 +96,10 @@ def _dsa_decode_metadata_kernel(
             ROW_BITS,
             BLOCK_BS,
             BLOCK_SMS,
-            HISTOGRAM,
+            STAGES,
         )
     elif STAGES & 4:  # PAGE_TABLE
-        w = pid - META_PROGRAMS
+        w = pid - 1
         b = w // N_SPANS
         live = tl.load(seq_lens_ptr + b)
         req = tl.load(req_pool_indices_ptr + b)

@@ -14,7 +14,6 @@ from ..dsa_metadata import DSAForwardInputs, DSAMetadata, ForwardMode, check_bui
 from .scan import (
     LaunchSettings,
     _copy_live_prefix,
-    _meta_part,
     _meta_program,
     kernel_args,
     kernel_constexprs,
@@ -59,12 +58,10 @@ def _dsa_draft_extend_metadata_kernel(
     ROW_BITS: tl.constexpr,
     BLOCK_COLS: tl.constexpr,
     N_SPANS: tl.constexpr,
-    META_PROGRAMS: tl.constexpr,
     STAGES: tl.constexpr,
-    HISTOGRAM: tl.constexpr,
 ):
     pid = tl.program_id(0)
-    if pid < META_PROGRAMS:
+    if pid == 0:
         r = tl.arange(0, BLOCK_ROWS)
         rm = r < rows
         j = r % T
@@ -74,7 +71,6 @@ def _dsa_draft_extend_metadata_kernel(
         valid = j < acc
         tail = j == acc - 1
         _meta_program(
-            _meta_part(pid, META_PROGRAMS, STAGES),
             r,
             rm,
             seqlens,
@@ -104,10 +100,10 @@ def _dsa_draft_extend_metadata_kernel(
             ROW_BITS,
             BLOCK_BS,
             BLOCK_SMS,
-            HISTOGRAM,
+            STAGES,
         )
     elif STAGES & 4:  # PAGE_TABLE
-        w = pid - META_PROGRAMS
+        w = pid - 1
         b = w // N_SPANS
         # Names differ from the meta branch's: Triton merges names set in both branches.
         acc_b = tl.load(accept_lens_ptr + b)

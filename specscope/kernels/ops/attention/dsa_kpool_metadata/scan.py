@@ -1,18 +1,17 @@
 """Building blocks shared by the three fused DSA metadata kernels, and their launch settings.
 
-Every fused kernel is one launch on a 1-D grid (M = `LaunchSettings.meta_programs`):
+Every fused kernel is one launch on a 1-D grid:
 
-    programs 0 .. M - 1            the *meta programs*: request fields and every per-row field
-                                   (vectorised over all rows, with the row scans), and the
-                                   paged-MQA schedule. M = 1: program 0 does both; M = 2:
-                                   program 0 the fields, program 1 the schedule, side by side
-    programs M .. M + bs*n_spans   page-table workers: program M + b * n_spans + c copies
+    program 0                      the *meta program*: request fields, every per-row field
+                                   (vectorised over all rows, with the row scans) and the
+                                   paged-MQA schedule
+    programs 1 .. bs*n_spans       page-table workers: program 1 + b * n_spans + c copies
                                    span c of request b's live prefix into page_table_1 (one
                                    load, a store per row of the request) and the page ids of
                                    those columns into real_page_table
 
-The meta programs are the only ones that need a prefix scan across rows; the workers need nothing
-but their own row. The helpers here are `@triton.jit` functions inlined into each mode's kernel;
+The meta program is the only one that needs a prefix scan across rows; the workers need nothing
+but their own request. The helpers here are `@triton.jit` functions inlined into each mode's kernel;
 each mode supplies its own row mapping (which request a row belongs to, how many keys it sees).
 
 `LaunchSettings.stages` selects which of the three kinds of work run (FIELDS, SCHEDULE,
@@ -22,7 +21,7 @@ to measure where a build's GPU time goes.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import torch
 import triton
@@ -33,8 +32,6 @@ from ..dsa_metadata import DSAForwardInputs, DSAGeometry, DSAMetadata
 MAX_FUSED_ROWS = 4096  # the meta program holds every row in one block
 MAX_FUSED_SMS = 1023  # the schedule's S + 1 entries sit in one block
 MAX_BLOCK_COLS = 1024  # page-table columns one worker copies (its span of the rows)
-META_PROGRAMS = 1  # programs doing the row fields and the schedule (1 or 2)
-HISTOGRAM_SCHEDULE = False  # `_paged_mqa_schedule`'s row search
 
 FIELDS = 1  # stage bits of LaunchSettings.stages: request and row fields, KPool write plan
 SCHEDULE = 2  # paged_mqa_schedule
@@ -46,46 +43,47 @@ ALL_STAGES = FIELDS | SCHEDULE | PAGE_TABLE
 class LaunchSettings:
     """Block sizes and grid of a fused metadata launch; a pure function of the shapes."""
 
-    block_rows: int  # >= rows: the meta program's vector over rows
+    block_rows: int  # >= rows, a power of two: the meta program's vector over rows
     block_bs: int  # >= bs + 1: its vector over requests
-    block_sms: int  # >= num_sms + 2: its vector over schedule entries, and a spare bin
-    row_bits: int  # log2(block_rows): steps of the schedule's binary search
+    block_sms: int  # >= num_sms + 1: its vector over schedule entries
     block_cols: int  # page-table columns per worker (a multiple of page_size): its span
     n_spans: int  # workers per request (each copies one span of all the request's rows)
     num_warps: int
-    meta_programs: int  # 1: program 0 does fields and schedule; 2: one program each
     stages: int  # ALL_STAGES, except when a benchmark leaves work out
-    histogram_schedule: bool  # find each SM's row by a histogram (else by a binary search)
+
+    @property
+    def row_bits(self) -> int:
+        """log2(block_rows): the steps of the schedule's binary search."""
+        return self.block_rows.bit_length() - 1
 
     def grid(self, bs: int) -> tuple[int]:
-        return (self.meta_programs + bs * self.n_spans,)
+        return (1 + bs * self.n_spans,)
 
 
 def launch_settings(rows: int, bs: int, geometry: DSAGeometry, **overrides) -> LaunchSettings:
     """Deterministic launch settings from shapes (no autotuning: trial runs pollute profiles).
 
-    `overrides` (benchmarks and tests only) replace fields; `n_spans` follows `block_cols`.
+    `overrides` (benchmarks and tests only) replace `block_cols`, `num_warps` or `stages`;
+    `n_spans` follows `block_cols`.
     """
     g = geometry
-    block_sms = triton.next_power_of_2(g.num_sms + 2)
-    block_cols = max(g.page_size, min(MAX_BLOCK_COLS, triton.next_power_of_2(g.page_table_width)))
-    block_rows = triton.next_power_of_2(max(rows, 2))
-    settings = LaunchSettings(
-        block_rows=block_rows,
-        block_bs=triton.next_power_of_2(bs + 1),
-        block_sms=block_sms,
-        row_bits=block_rows.bit_length() - 1,
-        block_cols=block_cols,
-        n_spans=0,
-        num_warps=4,
-        meta_programs=META_PROGRAMS,
-        stages=ALL_STAGES,
-        histogram_schedule=HISTOGRAM_SCHEDULE,
-    )
-    settings = replace(settings, **overrides)
-    if settings.block_cols % g.page_size or settings.meta_programs not in (1, 2):
+    width = triton.next_power_of_2(g.page_table_width)
+    chosen = {
+        "block_cols": max(g.page_size, min(MAX_BLOCK_COLS, width)),
+        "num_warps": 4,
+        "stages": ALL_STAGES,
+    }
+    unknown = set(overrides) - set(chosen)
+    if unknown or overrides.get("block_cols", g.page_size) % g.page_size:
         raise ValueError(f"invalid launch settings {overrides}")
-    return replace(settings, n_spans=triton.cdiv(g.page_table_width, settings.block_cols))
+    chosen |= overrides
+    return LaunchSettings(
+        block_rows=triton.next_power_of_2(max(rows, 2)),
+        block_bs=triton.next_power_of_2(bs + 1),
+        block_sms=triton.next_power_of_2(g.num_sms + 1),
+        n_spans=triton.cdiv(g.page_table_width, chosen["block_cols"]),
+        **chosen,
+    )
 
 
 def kernel_args(inputs: DSAForwardInputs, out: DSAMetadata) -> tuple:
@@ -132,9 +130,7 @@ def kernel_constexprs(geometry: DSAGeometry, settings: LaunchSettings) -> dict:
         ROW_BITS=s.row_bits,
         BLOCK_COLS=s.block_cols,
         N_SPANS=s.n_spans,
-        META_PROGRAMS=s.meta_programs,
         STAGES=s.stages,
-        HISTOGRAM=s.histogram_schedule,
         num_warps=s.num_warps,
     )
 
@@ -217,15 +213,6 @@ def _indexer_blocks(seqlens, rm, PAGE_SIZE: tl.constexpr, KPOOL: tl.constexpr):
 
 
 @triton.jit
-def _meta_part(pid, META_PROGRAMS: tl.constexpr, STAGES: tl.constexpr):
-    """The meta work of program `pid` < META_PROGRAMS as stage bits (1 fields, 2 schedule)."""
-    if META_PROGRAMS == 1:
-        return tl.full([], STAGES & 3, tl.int32)
-    else:
-        return (pid + 1) & STAGES
-
-
-@triton.jit
 def _paged_mqa_schedule(
     blocks,
     rm,
@@ -234,21 +221,15 @@ def _paged_mqa_schedule(
     BLOCK_ROWS: tl.constexpr,
     ROW_BITS: tl.constexpr,
     BLOCK_SMS: tl.constexpr,
-    HISTOGRAM: tl.constexpr,
 ):
     """Write paged_mqa_schedule [S + 1, 2] (definition in `DSAMetadata`) from `blocks`
     ([BLOCK_ROWS], each row's indexer blocks, 0 past `rm`), all SMs at once.
 
     SM s starts at block start(s) = s * q + min(s, rem), q = total // S, rem = total % S. Its row
     is the number of rows whose inclusive block prefix `ends` is <= start(s)
-    (torch.searchsorted(right=True)); its offset is start(s) minus the prefix of the rows before
-    it. Two ways to find the rows, both for every SM in one vector:
-
-    - binary search over `ends`, one step per bit of BLOCK_ROWS = 2 ** ROW_BITS (`tl.gather`
-      reads `ends` at each SM's probe);
-    - HISTOGRAM: start(s) is monotone with a closed-form inverse, so each row's first SM
-      f(r) = min{s : start(s) >= ends[r]} is arithmetic; the row of SM s is then the number of
-      rows with f(r) <= s: a histogram of f over the SMs and its prefix sum.
+    (torch.searchsorted(right=True)): a binary search over `ends`, one step per bit of
+    BLOCK_ROWS = 2 ** ROW_BITS, for every SM in the same vector (`tl.gather` reads `ends` at each
+    SM's probe). Its offset is start(s) minus the prefix of the rows before it.
     """
     ends = tl.cumsum(blocks, axis=0)  # [BLOCK_ROWS] inclusive block prefix
     total = tl.sum(blocks, axis=0)
@@ -256,23 +237,12 @@ def _paged_mqa_schedule(
     rem = total % NUM_SMS
     s = tl.arange(0, BLOCK_SMS)
     starts = s * q + tl.minimum(s, rem)  # [BLOCK_SMS]
-    if HISTOGRAM:
-        # f(r): SMs up to rem start every q + 1 blocks (start <= rem * (q + 1)), later ones every
-        # q; q == 0 only when total < S, and then every end is <= rem = total.
-        first_sm = tl.where(
-            ends <= rem * (q + 1),
-            (ends + q) // (q + 1),
-            (ends - rem + q - 1) // tl.maximum(q, 1),
-        )
-        first_sm = tl.where(rm, first_sm, BLOCK_SMS - 1)  # padding rows: a bin past SM S
-        row = tl.cumsum(tl.histogram(first_sm, BLOCK_SMS), axis=0).to(tl.int32)
-    else:
-        search = tl.where(rm, ends, 2147483647)  # padding rows never end at or before a start
-        row = tl.zeros([BLOCK_SMS], dtype=tl.int32)  # rows known to end at or before each start
-        for i in tl.static_range(ROW_BITS + 1):
-            cand = row + (BLOCK_ROWS >> i)
-            probe = tl.gather(search, tl.minimum(cand, BLOCK_ROWS) - 1, axis=0)
-            row = tl.where((cand <= BLOCK_ROWS) & (probe <= starts), cand, row)
+    search = tl.where(rm, ends, 2147483647)  # padding rows never end at or before a start
+    row = tl.zeros([BLOCK_SMS], dtype=tl.int32)  # rows known to end at or before each start
+    for i in tl.static_range(ROW_BITS + 1):
+        cand = row + (BLOCK_ROWS >> i)
+        probe = tl.gather(search, tl.minimum(cand, BLOCK_ROWS) - 1, axis=0)
+        row = tl.where((cand <= BLOCK_ROWS) & (probe <= starts), cand, row)
     first_block = tl.gather(ends, tl.maximum(row - 1, 0), axis=0)
     first_block = tl.where(row > 0, first_block, 0)
     sm = s <= NUM_SMS
@@ -282,7 +252,6 @@ def _paged_mqa_schedule(
 
 @triton.jit
 def _meta_program(
-    part,
     r,
     rm,
     seqlens,
@@ -312,12 +281,12 @@ def _meta_program(
     ROW_BITS: tl.constexpr,
     BLOCK_BS: tl.constexpr,
     BLOCK_SMS: tl.constexpr,
-    HISTOGRAM: tl.constexpr,
+    STAGES: tl.constexpr,
 ):
-    """A meta program: if `part` & 1, the request fields and every row field (rows `r`, masked by
-    `rm`, each seeing `seqlens` keys; `valid`: it writes the KPool; `tail`: its request's last);
-    if `part` & 2, the schedule."""
-    if (part & 1) != 0:
+    """Program 0: if STAGES has FIELDS, the request fields and every row field (rows `r`, masked
+    by `rm`, each seeing `seqlens` keys; `valid`: it writes the KPool; `tail`: its request's
+    last); if it has SCHEDULE, the schedule."""
+    if STAGES & 1:  # FIELDS
         _request_fields(
             seq_lens_ptr,
             bs,
@@ -348,11 +317,9 @@ def _meta_program(
             TOPK,
             KPOOL,
         )
-    if (part & 2) != 0:
+    if STAGES & 2:  # SCHEDULE
         blocks = _indexer_blocks(seqlens, rm, PAGE_SIZE, KPOOL)
-        _paged_mqa_schedule(
-            blocks, rm, schedule_ptr, NUM_SMS, BLOCK_ROWS, ROW_BITS, BLOCK_SMS, HISTOGRAM
-        )
+        _paged_mqa_schedule(blocks, rm, schedule_ptr, NUM_SMS, BLOCK_ROWS, ROW_BITS, BLOCK_SMS)
 
 
 @triton.jit
