@@ -11,6 +11,7 @@ import triton.language as tl
 
 from ..dsa_metadata import DSAForwardInputs, DSAMetadata, ForwardMode, check_build_args
 from .scan import (
+    META_PROGRAMS,
     LaunchSettings,
     _copy_live_prefix,
     _meta_program,
@@ -60,13 +61,14 @@ def _dsa_decode_metadata_kernel(
     STAGES: tl.constexpr,
 ):
     pid = tl.program_id(0)
-    if pid == 0:
+    if pid < META_PROGRAMS:
         r = tl.arange(0, BLOCK_ROWS)
         rm = r < rows
         seqlens = tl.load(seq_lens_ptr + r, mask=rm, other=0)
         valid = rm
         tail = rm  # every decode token is its request's last
         _meta_program(
+            pid,
             r,
             rm,
             seqlens,
@@ -99,7 +101,7 @@ def _dsa_decode_metadata_kernel(
             STAGES,
         )
     elif STAGES & 4:  # PAGE_TABLE
-        w = pid - 1
+        w = pid - META_PROGRAMS
         b = w // N_SPANS
         live = tl.load(seq_lens_ptr + b)
         req = tl.load(req_pool_indices_ptr + b)

@@ -12,6 +12,7 @@ import triton.language as tl
 
 from ..dsa_metadata import DSAForwardInputs, DSAMetadata, ForwardMode, check_build_args
 from .scan import (
+    META_PROGRAMS,
     LaunchSettings,
     _copy_live_prefix,
     _meta_program,
@@ -61,7 +62,7 @@ def _dsa_draft_extend_metadata_kernel(
     STAGES: tl.constexpr,
 ):
     pid = tl.program_id(0)
-    if pid == 0:
+    if pid < META_PROGRAMS:
         r = tl.arange(0, BLOCK_ROWS)
         rm = r < rows
         j = r % T
@@ -71,6 +72,7 @@ def _dsa_draft_extend_metadata_kernel(
         valid = j < acc
         tail = j == acc - 1
         _meta_program(
+            pid,
             r,
             rm,
             seqlens,
@@ -103,7 +105,7 @@ def _dsa_draft_extend_metadata_kernel(
             STAGES,
         )
     elif STAGES & 4:  # PAGE_TABLE
-        w = pid - 1
+        w = pid - META_PROGRAMS
         b = w // N_SPANS
         # Names differ from the meta branch's: Triton merges names set in both branches.
         acc_b = tl.load(accept_lens_ptr + b)

@@ -11,6 +11,7 @@ import triton.language as tl
 
 from ..dsa_metadata import DSAForwardInputs, DSAMetadata, ForwardMode, check_build_args
 from .scan import (
+    META_PROGRAMS,
     LaunchSettings,
     _copy_live_prefix,
     _meta_program,
@@ -60,7 +61,7 @@ def _dsa_verify_metadata_kernel(
     STAGES: tl.constexpr,
 ):
     pid = tl.program_id(0)
-    if pid == 0:
+    if pid < META_PROGRAMS:
         r = tl.arange(0, BLOCK_ROWS)
         rm = r < rows
         j = r % T
@@ -69,6 +70,7 @@ def _dsa_verify_metadata_kernel(
         valid = rm
         tail = j == T - 1
         _meta_program(
+            pid,
             r,
             rm,
             seqlens,
@@ -101,7 +103,7 @@ def _dsa_verify_metadata_kernel(
             STAGES,
         )
     elif STAGES & 4:  # PAGE_TABLE
-        w = pid - 1
+        w = pid - META_PROGRAMS
         b = w // N_SPANS
         shortest = tl.load(seq_lens_ptr + b) - T + 1  # row j sees shortest + j keys
         req = tl.load(req_pool_indices_ptr + b)
