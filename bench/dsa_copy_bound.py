@@ -1,18 +1,21 @@
-"""Benchmark: how fast can anything write a TARGET_VERIFY / DRAFT_EXTEND page table?
+"""Benchmark: how fast can anything write a DSA page table, and how close do the builds come?
 
 Usage (on a CUDA machine):
 
     python bench/dsa_copy_bound.py --out bench/out          # writes dsa_copy_bound.csv
     python bench/dsa_copy_bound.py --once                    # each kernel once (for ncu)
 
-Issue 3 asks for a fused build within 2x an empty kernel at bs 32. The builds of these two modes
-must write the live prefix of 192 page-table rows (4.77 MB at T = 6, live lengths 4k-8k), so this
-bench measures the lower bounds of that write and candidate ways of doing it, side by side with
-the fused build. Same geometry and inputs as `bench/dsa_metadata.py`. Rows (`config`):
+Issue 3 asks for a fused build within 2x an empty kernel at bs 32. The TARGET_VERIFY and
+DRAFT_EXTEND builds must write the live prefix of 192 page-table rows (4.77 MB at T = 6, live
+lengths 4k-8k), DECODE 32 rows (0.8 MB), so this bench measures the lower bounds of that write
+and candidate ways of doing it, side by side with the fused build. Same geometry and inputs as
+`bench/dsa_metadata.py`. Rows (`config`):
 
     empty               an empty Triton kernel on a grid of 1: the floor of one launch
     load-store          one program copying one int32: the floor of a kernel whose output
                         depends on a load (one round trip to memory)
+    load-load-store     dst[0] = src[idx[0]]: two dependent round trips, the floor of anything
+                        that copies page-table rows (request -> pool row -> its slots)
     fill                `Tensor.fill_` of as many int32 as the live prefixes hold, contiguous
     store-contig,B,W    the same bytes stored by Triton, B int32 per program, W warps, no loads
                         and no masks: the cheapest way to write that many bytes
@@ -88,6 +91,12 @@ def _store_contig_kernel(dst, BLOCK: tl.constexpr):
 def _load_store_kernel(src, dst):
     """dst[0] = src[0]: the floor of any kernel whose output depends on a load."""
     tl.store(dst, tl.load(src))
+
+
+@triton.jit
+def _load_load_store_kernel(idx, src, dst):
+    """dst[0] = src[idx[0]]: the floor of a page-table copy (row index, then the row)."""
+    tl.store(dst, tl.load(src + tl.load(idx)))
 
 
 @triton.jit
@@ -230,7 +239,10 @@ def configs_for(mode: ForwardMode, bs: int, g) -> tuple[dict, int]:
         st_out = allocate_metadata(bs, rows, g, "cuda")
         configs[f"stage,{name}"] = lambda s=s, o=st_out: build_metadata_fused(mode, inputs, o, s)
     block_bs = triton.next_power_of_2(bs)
-    for cols, mult, warps in ((1024, 1, 4), (512, 2, 2), (256, 4, 1), (256, 4, 2), (256, 8, 1)):
+    unit_variants = ((1024, 1, 4), (512, 2, 2), (256, 4, 1), (256, 4, 2), (256, 8, 1))
+    if mode is ForwardMode.DECODE:
+        unit_variants = ()  # the candidate assumes T rows per request
+    for cols, mult, warps in unit_variants:
         workers = g.num_sms * mult
         u_out = allocate_metadata(bs, rows, g, "cuda")
 
@@ -288,12 +300,16 @@ def main() -> None:
     add_shape_args(parser)
     args = parser.parse_args()
     g, provenance = cuda_geometry(args, "bench/dsa_copy_bound.py")
-    one = torch.ones(2, dtype=torch.int32, device="cuda")
+    one = torch.ones(4, dtype=torch.int32, device="cuda")
     all_configs = {
         ("-", "empty"): (lambda: _empty_kernel[(1,)](), 0),
         ("-", "load-store"): (lambda: _load_store_kernel[(1,)](one, one[1:]), 4),
+        ("-", "load-load-store"): (
+            lambda: _load_load_store_kernel[(1,)](one, one[1:], one[1:]),
+            4,
+        ),
     }
-    for mode in (ForwardMode.TARGET_VERIFY, ForwardMode.DRAFT_EXTEND):
+    for mode in ForwardMode:
         configs, live = configs_for(mode, args.bs, g)
         for name, fn in configs.items():
             all_configs[(mode.name, name)] = (fn, 4 * live)

@@ -19,7 +19,12 @@ from specscope.kernels.ops.attention import (
     build_metadata_ordinary,
 )
 from specscope.kernels.ops.attention.dsa_kpool_metadata import launch_settings
-from specscope.kernels.ops.attention.dsa_kpool_metadata.scan import FIELDS, PAGE_TABLE, SCHEDULE
+from specscope.kernels.ops.attention.dsa_kpool_metadata.scan import (
+    FIELDS,
+    META_PROGRAMS,
+    PAGE_TABLE,
+    SCHEDULE,
+)
 from specscope.kernels.ops.attention.testing import (
     assert_metadata_equal,
     defined_lengths,
@@ -162,7 +167,7 @@ def test_launch_settings_are_a_function_of_shapes():
     assert s == launch_settings(rows=192, bs=32, geometry=g)
     assert s.block_rows >= 192 and s.block_bs >= 33 and s.block_sms >= g.num_sms + 1
     assert s.block_cols % g.page_size == 0
-    assert s.grid(32) == (2 + 32 * s.n_spans,)
+    assert s.grid(32) == (META_PROGRAMS.value + 32 * s.n_spans,)
     # Every column of a row is covered by exactly one worker span.
     assert s.n_spans * s.block_cols >= g.page_table_width > (s.n_spans - 1) * s.block_cols
 
