@@ -25,6 +25,9 @@ and candidate ways of doing it, side by side with the fused build. Same geometry
     build               the fused build as the builders launch it (all fields)
     page-table,C,W      the fused build's page-table stage alone, spans of C columns, W warps
     stage,S             the fused build with only stage S (fields, schedule, or meta = both)
+    tail,V              candidate page-table stage (spans of 1024, 4 warps, no meta programs)
+                        with a row's live tail masked per column (0, as the build), per group
+                        of 4 columns (1) or not at all (2): `_pt_tail_kernel`
     units,C,G,W         candidate: G workers that loop over the live (request, span) units only,
                         found from a prefix over the batch; copies page_table_1 and
                         real_page_table like the build's page-table stage
@@ -176,6 +179,67 @@ def _copy_units_kernel(
         )
 
 
+@triton.jit
+def _pt_tail_kernel(
+    req_to_token_ptr,
+    stride_r2t,
+    req_pool_indices_ptr,
+    seq_lens_ptr,
+    accept_lens_ptr,
+    page_table_1_ptr,
+    stride_pt,
+    real_page_table_ptr,
+    stride_rpt,
+    ROWS: tl.constexpr,
+    EXTEND: tl.constexpr,
+    TAIL: tl.constexpr,
+    PAGE_SIZE: tl.constexpr,
+    BLOCK_COLS: tl.constexpr,
+    N_SPANS: tl.constexpr,
+):
+    """Candidate page-table copies that treat a row's live tail differently; program (b, c)
+    copies span c of request b to its ROWS rows, as the build's page-table stage does.
+
+    TAIL 0: mask `cols < live` (the build's way: 4-byte accesses in the tail span);
+    TAIL 1: mask whole groups of 4 columns, `cols // 4 * 4 < live`, so the tail span keeps
+            16-byte accesses (up to 3 columns past the live end are written: undefined there);
+    TAIL 2: no masks: every span that holds a live column is copied whole.
+    """
+    w = tl.program_id(0)
+    b = w // N_SPANS
+    start = (w % N_SPANS) * BLOCK_COLS
+    longest = tl.load(seq_lens_ptr + b)
+    req = tl.load(req_pool_indices_ptr + b)
+    if EXTEND:
+        last_growing = tl.load(accept_lens_ptr + b) - 1
+    else:
+        last_growing = ROWS - 1
+    shortest = longest - last_growing
+    cols = start + tl.arange(0, BLOCK_COLS)
+    pages = start // PAGE_SIZE + tl.arange(0, BLOCK_COLS // PAGE_SIZE)
+    src = req_to_token_ptr + req * stride_r2t
+    if start < longest:
+        if TAIL == 2:
+            slots = tl.load(src + cols)
+        elif TAIL == 1:
+            slots = tl.load(src + cols, mask=cols // 4 * 4 < longest)
+        else:
+            slots = tl.load(src + cols, mask=cols < longest)
+        page_ids = tl.load(src + pages * PAGE_SIZE, mask=pages * PAGE_SIZE < longest) // PAGE_SIZE
+        for j in tl.static_range(ROWS):
+            live = shortest + tl.minimum(j, last_growing)
+            row = (b * ROWS + j).to(tl.int64)
+            dst = page_table_1_ptr + row * stride_pt + cols
+            if TAIL == 2:
+                tl.store(dst, slots)
+            elif TAIL == 1:
+                tl.store(dst, slots, mask=cols // 4 * 4 < live)
+            else:
+                tl.store(dst, slots, mask=cols < live)
+            pm = pages * PAGE_SIZE < live
+            tl.store(real_page_table_ptr + row * stride_rpt + pages, page_ids, mask=pm)
+
+
 def check_page_table(out, ref, rows: int, g) -> None:
     """page_table_1 and real_page_table of `out` equal `ref` on every row's live prefix."""
     lens = ref.seqlens_expanded[:rows].tolist()
@@ -208,7 +272,7 @@ def configs_for(mode: ForwardMode, bs: int, g) -> tuple[dict, int]:
 
     fill_buf = torch.empty(live, dtype=torch.int32, device="cuda")
     configs["fill"] = lambda: fill_buf.fill_(7)
-    for block, warps in ((1024, 4), (2048, 4), (4096, 8), (8192, 8)):
+    for block, warps in ((256, 2), (512, 4), (1024, 4), (2048, 4), (4096, 8)):
         n = triton.cdiv(live, block) * block
         buf = torch.empty(n, dtype=torch.int32, device="cuda")
         configs[f"store-contig,{block},{warps}"] = lambda b=buf, n=n, blk=block, w=warps: (
@@ -238,6 +302,32 @@ def configs_for(mode: ForwardMode, bs: int, g) -> tuple[dict, int]:
         s = launch_settings(rows, bs, g, stages=stages)
         st_out = allocate_metadata(bs, rows, g, "cuda")
         configs[f"stage,{name}"] = lambda s=s, o=st_out: build_metadata_fused(mode, inputs, o, s)
+    n_spans = triton.cdiv(g.page_table_width, 1024)
+    for tail in (0, 1, 2):
+        t_out = allocate_metadata(bs, rows, g, "cuda")
+
+        def tail_copy(o=t_out, tail=tail):
+            _pt_tail_kernel[(bs * n_spans,)](
+                inputs.req_to_token,
+                inputs.req_to_token.stride(0),
+                inputs.req_pool_indices,
+                inputs.seq_lens,
+                inputs.accept_lens if inputs.accept_lens is not None else inputs.seq_lens,
+                o.page_table_1,
+                o.page_table_1.stride(0),
+                o.real_page_table,
+                o.real_page_table.stride(0),
+                ROWS=g.rows_per_request(mode),
+                EXTEND=mode is ForwardMode.DRAFT_EXTEND,
+                TAIL=tail,
+                PAGE_SIZE=g.page_size,
+                BLOCK_COLS=1024,
+                N_SPANS=n_spans,
+                num_warps=4,
+            )
+
+        configs[f"tail,{tail}"] = tail_copy
+        checked[f"tail,{tail}"] = t_out
     block_bs = triton.next_power_of_2(bs)
     unit_variants = ((1024, 1, 4), (512, 2, 2), (256, 4, 1), (256, 4, 2), (256, 8, 1))
     if mode is ForwardMode.DECODE:

@@ -37,7 +37,7 @@ from ..dsa_metadata import DSAForwardInputs, DSAGeometry, DSAMetadata
 MAX_FUSED_ROWS = 4096  # the meta program holds every row in one block
 MAX_FUSED_SMS = 1023  # the schedule's S + 1 entries sit in one block
 MAX_BLOCK_COLS = 1024  # page-table columns one worker copies (its span of the rows)
-META_PROGRAMS = tl.constexpr(2)  # programs 0 (row fields) and 1 (schedule); workers follow
+META_PROGRAMS = tl.constexpr(3)  # programs 0 (row fields) and 1 (schedule); workers follow
 
 FIELDS = 1  # stage bits of LaunchSettings.stages: request and row fields, KPool write plan
 SCHEDULE = 2  # paged_mqa_schedule
@@ -304,6 +304,8 @@ def _meta_program(
                 ROWS_PER_REQ,
                 BLOCK_BS,
             )
+    elif part == 1:
+        if STAGES & 1:  # FIELDS
             loc = tl.load(out_cache_loc_ptr + r, mask=rm, other=0)
             pos = tl.load(positions_ptr + r, mask=rm, other=0)
             _row_fields(
