@@ -22,6 +22,8 @@ and candidate ways of doing it, side by side with the fused build. Same geometry
     store-rows          the real layout (rows of width L, live prefixes only), one program per
                         (request, span of 1024 columns), storing to the request's T rows; it
                         loads only its request's length, no page-table data
+    layout,...          store-rows with one thing changed: programs numbered span-major, rows
+                        padded by 64 columns, or every request 6144 long (no tails, no load)
     build               the fused build as the builders launch it (all fields)
     page-table,C,W      the fused build's page-table stage alone, spans of C columns, W warps
     stage,S             the fused build with only stage S (fields, schedule, or meta = both)
@@ -240,6 +242,41 @@ def _pt_tail_kernel(
             tl.store(real_page_table_ptr + row * stride_rpt + pages, page_ids, mask=pm)
 
 
+@triton.jit
+def _store_layout_kernel(
+    dst,
+    stride,
+    seq_lens_ptr,
+    bs,
+    T: tl.constexpr,
+    BLOCK_COLS: tl.constexpr,
+    N_SPANS: tl.constexpr,
+    SPAN_MAJOR: tl.constexpr,
+    FIXED_LEN: tl.constexpr,
+):
+    """`_store_rows_kernel` with knobs, to find what the row layout costs over contiguous
+    stores: SPAN_MAJOR numbers programs span-major (neighbouring programs write different
+    requests); FIXED_LEN > 0 gives every request that length (no load, no tail)."""
+    w = tl.program_id(0)
+    if SPAN_MAJOR:
+        b = w % bs
+        start = (w // bs) * BLOCK_COLS
+    else:
+        b = w // N_SPANS
+        start = (w % N_SPANS) * BLOCK_COLS
+    cols = start + tl.arange(0, BLOCK_COLS)
+    if FIXED_LEN > 0:
+        shortest = FIXED_LEN - T + 1
+    else:
+        shortest = tl.load(seq_lens_ptr + b) - T + 1
+    if start + BLOCK_COLS <= shortest:
+        for j in tl.static_range(T):
+            tl.store(dst + (b * T + j).to(tl.int64) * stride + cols, cols)
+    elif start < shortest + T - 1:
+        for j in tl.static_range(T):
+            tl.store(dst + (b * T + j).to(tl.int64) * stride + cols, cols, mask=cols < shortest + j)
+
+
 def check_page_table(out, ref, rows: int, g) -> None:
     """page_table_1 and real_page_table of `out` equal `ref` on every row's live prefix."""
     lens = ref.seqlens_expanded[:rows].tolist()
@@ -289,6 +326,28 @@ def configs_for(mode: ForwardMode, bs: int, g) -> tuple[dict, int]:
             BLOCK_COLS=1024,
             N_SPANS=n_spans,
         )
+
+        padded = torch.empty(rows, g.page_table_width + 64, dtype=torch.int32, device="cuda")
+        for name, buf, major, fixed in (
+            ("layout,span-major", rows_buf, True, 0),
+            ("layout,pad64", padded, False, 0),
+            ("layout,fixed6144", rows_buf, False, 6144),
+            ("layout,fixed6144,pad64", padded, False, 6144),
+            ("layout,fixed6144,span-major", rows_buf, True, 6144),
+        ):
+            configs[name] = lambda buf=buf, major=major, fixed=fixed: _store_layout_kernel[
+                (bs * n_spans,)
+            ](
+                buf,
+                buf.stride(0),
+                inputs.seq_lens,
+                bs,
+                T=g.num_draft_tokens,
+                BLOCK_COLS=1024,
+                N_SPANS=n_spans,
+                SPAN_MAJOR=major,
+                FIXED_LEN=fixed,
+            )
 
     configs["build"] = lambda: build_metadata_fused(mode, inputs, out)
     for cols, warps in ((1024, 4), (512, 2), (256, 1), (256, 2)):

@@ -2,19 +2,23 @@
 
 Every fused kernel is one launch on a 1-D grid:
 
-    program 0                      the *fields program*: request fields and every per-row field
-                                   (vectorised over all rows, with the row scans)
-    program 1                      the *schedule program*: the paged-MQA schedule
-    programs 2 .. 1 + bs*n_spans   page-table workers: program 2 + b * n_spans + c copies
+    program 0                      request fields (cache_seqlens, cu_seqlens_q, cu_seqlens_k)
+    program 1                      every per-row field (vectorised over all rows, with the
+                                   row scan) and the KPool write plan
+    program 2                      the paged-MQA schedule
+    programs 3 .. 2 + bs*n_spans   page-table workers: program 3 + b * n_spans + c copies
                                    span c of request b's live prefix into page_table_1 (one
                                    load, a store per row of the request) and the page ids of
                                    those columns into real_page_table
 
-Programs 0 and 1 (the *meta programs*) are the only ones that need prefix scans across rows;
-the workers need nothing but their own request. Each meta program is one serial chain of
-dependent steps (load, scan, store), so the two run side by side: on the H200 at bs 32 the row
-fields alone took 1.57 µs per launch and the schedule alone 1.67 µs, both in one program 2.25 µs
-(`bench/dsa_copy_bound.py`, rows `stage,*`).
+Programs 0-2 (the *meta programs*, `META_PROGRAMS`) are the only ones that need scans across
+requests or rows; the workers need nothing but their own request. Each meta program is one
+serial chain of dependent steps (load, scan, store), so they run side by side rather than one
+after another. On the H200 at bs 32 (TARGET_VERIFY, `bench/dsa_copy_bound.py`, rows `stage,*`,
+GPU µs per launch against 0.66 µs for an empty kernel): all meta work in one program took
+2.25 µs (measured before the split, in 100-launch graphs: ~0.07 µs high), split in two
+(fields | schedule) 1.63 µs, in three 1.63 µs with the fields alone down
+from 1.57 to 1.45 µs; the whole build went from 3.02 to 2.84 µs with the third program.
 
 The helpers here are `@triton.jit` functions inlined into each mode's kernel; each mode supplies
 its own row mapping (which request a row belongs to, how many keys it sees).
@@ -37,7 +41,7 @@ from ..dsa_metadata import DSAForwardInputs, DSAGeometry, DSAMetadata
 MAX_FUSED_ROWS = 4096  # the meta program holds every row in one block
 MAX_FUSED_SMS = 1023  # the schedule's S + 1 entries sit in one block
 MAX_BLOCK_COLS = 1024  # page-table columns one worker copies (its span of the rows)
-META_PROGRAMS = tl.constexpr(3)  # programs 0 (row fields) and 1 (schedule); workers follow
+META_PROGRAMS = tl.constexpr(3)  # request fields, row fields, schedule; the workers follow
 
 FIELDS = 1  # stage bits of LaunchSettings.stages: request and row fields, KPool write plan
 SCHEDULE = 2  # paged_mqa_schedule
@@ -290,9 +294,10 @@ def _meta_program(
     BLOCK_SMS: tl.constexpr,
     STAGES: tl.constexpr,
 ):
-    """Meta program `part`: 0 writes the request fields and every row field (rows `r`, masked
-    by `rm`, each seeing `seqlens` keys; `valid`: it writes the KPool; `tail`: its request's
-    last) if STAGES has FIELDS; 1 writes the schedule if STAGES has SCHEDULE."""
+    """Meta program `part` (0 .. META_PROGRAMS - 1). If STAGES has FIELDS, 0 writes the request
+    fields and 1 every row field (rows `r`, masked by `rm`, each seeing `seqlens` keys; `valid`:
+    it writes the KPool; `tail`: its request's last); if STAGES has SCHEDULE, 2 writes the
+    schedule."""
     if part == 0:
         if STAGES & 1:  # FIELDS
             _request_fields(
@@ -327,7 +332,7 @@ def _meta_program(
                 TOPK,
                 KPOOL,
             )
-    elif STAGES & 2:  # SCHEDULE, in program 1
+    elif STAGES & 2:  # SCHEDULE, in program 2
         blocks = _indexer_blocks(seqlens, rm, PAGE_SIZE, KPOOL)
         _paged_mqa_schedule(blocks, rm, schedule_ptr, NUM_SMS, BLOCK_ROWS, ROW_BITS, BLOCK_SMS)
 
