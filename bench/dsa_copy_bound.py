@@ -27,9 +27,10 @@ and candidate ways of doing it, side by side with the fused build. Same geometry
     build               the fused build as the builders launch it (all fields)
     page-table,C,W      the fused build's page-table stage alone, spans of C columns, W warps
     stage,S             the fused build with only stage S (fields, schedule, or meta = both)
-    tail,V              candidate page-table stage (spans of 1024, 4 warps, no meta programs)
-                        with a row's live tail masked per column (0, as the build), per group
-                        of 4 columns (1) or not at all (2): `_pt_tail_kernel`
+    tail,V,C,W,O        candidate page-table stage (no meta programs; spans of C columns, W
+                        warps, programs numbered request- or span-major) with a row's live
+                        tail masked per column (V 0), per group of 4 columns (1) or not at
+                        all (2): `_pt_tail_kernel`
     units,C,G,W         candidate: G workers that loop over the live (request, span) units only,
                         found from a prefix over the batch; copies page_table_1 and
                         real_page_table like the build's page-table stage
@@ -192,12 +193,14 @@ def _pt_tail_kernel(
     stride_pt,
     real_page_table_ptr,
     stride_rpt,
+    bs,
     ROWS: tl.constexpr,
     EXTEND: tl.constexpr,
     TAIL: tl.constexpr,
     PAGE_SIZE: tl.constexpr,
     BLOCK_COLS: tl.constexpr,
     N_SPANS: tl.constexpr,
+    SPAN_MAJOR: tl.constexpr,
 ):
     """Candidate page-table copies that treat a row's live tail differently; program (b, c)
     copies span c of request b to its ROWS rows, as the build's page-table stage does.
@@ -206,10 +209,15 @@ def _pt_tail_kernel(
     TAIL 1: mask whole groups of 4 columns, `cols // 4 * 4 < live`, so the tail span keeps
             16-byte accesses (up to 3 columns past the live end are written: undefined there);
     TAIL 2: no masks: every span that holds a live column is copied whole.
+    SPAN_MAJOR numbers the programs span-major (b = w % bs) instead of request-major.
     """
     w = tl.program_id(0)
-    b = w // N_SPANS
-    start = (w % N_SPANS) * BLOCK_COLS
+    if SPAN_MAJOR:
+        b = w % bs
+        start = (w // bs) * BLOCK_COLS
+    else:
+        b = w // N_SPANS
+        start = (w % N_SPANS) * BLOCK_COLS
     longest = tl.load(seq_lens_ptr + b)
     req = tl.load(req_pool_indices_ptr + b)
     if EXTEND:
@@ -288,6 +296,19 @@ def check_page_table(out, ref, rows: int, g) -> None:
             raise AssertionError(f"page table differs from the ordinary path in row {r}")
 
 
+# (columns per program, warps, span-major numbering) of the TAIL 1 candidates
+TAIL_SWEEP = (
+    (1024, 4, False),
+    (1024, 4, True),
+    (1024, 8, True),
+    (1024, 8, False),
+    (512, 4, True),
+    (512, 2, True),
+    (2048, 8, True),
+    (2048, 16, True),
+)
+
+
 def configs_for(mode: ForwardMode, bs: int, g) -> tuple[dict, int]:
     """config name -> zero-argument launch, for one mode at one batch size."""
     gen = torch.Generator().manual_seed(bs)
@@ -361,12 +382,14 @@ def configs_for(mode: ForwardMode, bs: int, g) -> tuple[dict, int]:
         s = launch_settings(rows, bs, g, stages=stages)
         st_out = allocate_metadata(bs, rows, g, "cuda")
         configs[f"stage,{name}"] = lambda s=s, o=st_out: build_metadata_fused(mode, inputs, o, s)
-    n_spans = triton.cdiv(g.page_table_width, 1024)
-    for tail in (0, 1, 2):
+    tail_variants = [(0, 1024, 4, False), (2, 1024, 4, False)]
+    tail_variants += [(1, c, w, m) for c, w, m in TAIL_SWEEP]
+    for tail, cols, warps, major in tail_variants:
         t_out = allocate_metadata(bs, rows, g, "cuda")
+        spans = triton.cdiv(g.page_table_width, cols)
 
-        def tail_copy(o=t_out, tail=tail):
-            _pt_tail_kernel[(bs * n_spans,)](
+        def tail_copy(o=t_out, tail=tail, cols=cols, warps=warps, major=major, spans=spans):
+            _pt_tail_kernel[(bs * spans,)](
                 inputs.req_to_token,
                 inputs.req_to_token.stride(0),
                 inputs.req_pool_indices,
@@ -376,17 +399,20 @@ def configs_for(mode: ForwardMode, bs: int, g) -> tuple[dict, int]:
                 o.page_table_1.stride(0),
                 o.real_page_table,
                 o.real_page_table.stride(0),
+                bs,
                 ROWS=g.rows_per_request(mode),
                 EXTEND=mode is ForwardMode.DRAFT_EXTEND,
                 TAIL=tail,
                 PAGE_SIZE=g.page_size,
-                BLOCK_COLS=1024,
-                N_SPANS=n_spans,
-                num_warps=4,
+                BLOCK_COLS=cols,
+                N_SPANS=spans,
+                SPAN_MAJOR=major,
+                num_warps=warps,
             )
 
-        configs[f"tail,{tail}"] = tail_copy
-        checked[f"tail,{tail}"] = t_out
+        name = f"tail,{tail},{cols},{warps},{'span' if major else 'req'}"
+        configs[name] = tail_copy
+        checked[name] = t_out
     block_bs = triton.next_power_of_2(bs)
     unit_variants = ((1024, 1, 4), (512, 2, 2), (256, 4, 1), (256, 4, 2), (256, 8, 1))
     if mode is ForwardMode.DECODE:
