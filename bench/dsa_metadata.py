@@ -17,6 +17,7 @@ then measures three things per builder, each after warm-up and compilation:
                own launch cost drops out (`graph_time_us`)
     kernel_us  sum of the profiler's device durations per build: pure GPU busy time
     host_us    CPU time to issue one build (median of 50, no sync inside): launch overhead
+    sm_clock_mhz  the SM clock read right after graph_us was measured
 
 `empty` rows time an empty Triton kernel the same way: the floor of one launch, measured first
 (bs 0, after a second of GPU warm-up) and last (bs -1). The fused copy
@@ -136,20 +137,35 @@ def replay_us(graph: torch.cuda.CUDAGraph) -> float:
     return start.elapsed_time(end) * 1000
 
 
-def graph_time_us(fn: Callable[[], None], reps: int, iters: int) -> float:
+def graph_time_us(fn: Callable[[], None], reps: int, iters: int, warm_s: float = 0.1) -> float:
     """GPU time per call: the slope between a graph of `reps` calls and one of `2 * reps`.
 
     One replay costs launch_graph + reps * per_call. Dividing one graph's time by `reps`
     leaves launch_graph / reps in every figure: about 0.4 µs per call at 20 reps on the H200
     (an empty kernel read 1.15 µs per call that way, 0.73 µs at 100 reps). The difference of
-    the two graphs' medians cancels it. The two are replayed alternately, `iters` times each.
+    the two graphs' medians cancels it. The two are replayed alternately, `iters` times each,
+    after `warm_s` seconds of replays.
     """
     short, long = capture_graph(fn, reps), capture_graph(fn, 2 * reps)
+    # Replay first: the GPU idles while the CPU runs the eager parts of a row. Without this, one
+    # H200 run read the empty kernel at 0.71 µs as its first row and 1.23 µs as its last.
+    end = time.perf_counter() + warm_s
+    while time.perf_counter() < end:
+        long.replay()
+        torch.cuda.synchronize()
     t_short, t_long = [], []
     for _ in range(iters):
         t_short.append(replay_us(short))
         t_long.append(replay_us(long))
     return (statistics.median(t_long) - statistics.median(t_short)) / reps
+
+
+def sm_clock_mhz() -> float:
+    """The GPU's SM clock right after a measurement (NVML through torch), NaN if unreadable."""
+    try:
+        return float(torch.cuda.clock_rate())
+    except Exception:  # no NVML bindings on this machine
+        return float("nan")
 
 
 def host_time_us(fn: Callable[[], None], iters: int = 50) -> float:
@@ -178,6 +194,7 @@ def measure(fn: Callable[[], None], args: argparse.Namespace) -> dict:
         "eager_p20_us": p20 * 1000,
         "eager_p80_us": p80 * 1000,
         "graph_us": graph_time_us(fn, args.graph_reps, args.graph_iters),
+        "sm_clock_mhz": sm_clock_mhz(),
         "kernel_us": kernel_us,
         "host_us": host_time_us(fn),
         "launch_names": ";".join(names),
@@ -269,7 +286,8 @@ def main() -> None:
         print(
             f"{op:8} {mode:14} bs={bs:4} {builder:9} launches={m['launches']:5.1f} "
             f"eager={m['eager_us']:8.2f}us graph={m['graph_us']:8.2f}us "
-            f"kernel={m['kernel_us']:8.2f}us host={m['host_us']:8.2f}us",
+            f"kernel={m['kernel_us']:8.2f}us host={m['host_us']:8.2f}us "
+            f"sm={m['sm_clock_mhz']:.0f}MHz",
             flush=True,
         )
 
