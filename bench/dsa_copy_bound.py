@@ -309,10 +309,10 @@ TAIL_SWEEP = (
 )
 
 
-def configs_for(mode: ForwardMode, bs: int, g) -> tuple[dict, int]:
+def configs_for(mode: ForwardMode, bs: int, g, lengths: tuple[int, int]) -> tuple[dict, int]:
     """config name -> zero-argument launch, for one mode at one batch size."""
     gen = torch.Generator().manual_seed(bs)
-    lens = torch.randint(4096, 8193, (bs,), generator=gen).tolist()
+    lens = torch.randint(lengths[0], lengths[1] + 1, (bs,), generator=gen).tolist()
     acc = torch.randint(1, 7, (bs,), generator=gen).tolist()
     rows = g.rows(mode, bs)
     sets = []
@@ -471,6 +471,8 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("bench/out"))
     parser.add_argument("--bs", type=int, default=32)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--min-len", type=int, default=4096, help="shortest live length")
+    parser.add_argument("--max-len", type=int, default=8192, help="longest live length")
     parser.add_argument("--once", action="store_true", help="run each config once (for ncu)")
     add_shape_args(parser)
     args = parser.parse_args()
@@ -485,7 +487,7 @@ def main() -> None:
         ),
     }
     for mode in ForwardMode:
-        configs, live = configs_for(mode, args.bs, g)
+        configs, live = configs_for(mode, args.bs, g, (args.min_len, args.max_len))
         for name, fn in configs.items():
             all_configs[(mode.name, name)] = (fn, 4 * live)
     print(f"{len(all_configs)} configs checked", flush=True)
@@ -520,6 +522,8 @@ def main() -> None:
             row = {
                 "mode": mode,
                 "bs": args.bs,
+                "min_len": args.min_len,
+                "max_len": args.max_len,
                 "config": name,
                 "graph_us": statistics.median(ts),
                 "graph_p10_us": ts[len(ts) // 10],

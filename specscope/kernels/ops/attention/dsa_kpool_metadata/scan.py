@@ -14,11 +14,12 @@ Every fused kernel is one launch on a 1-D grid:
 Programs 0-2 (the *meta programs*, `META_PROGRAMS`) are the only ones that need scans across
 requests or rows; the workers need nothing but their own request. Each meta program is one
 serial chain of dependent steps (load, scan, store), so they run side by side rather than one
-after another. On the H200 at bs 32 (TARGET_VERIFY, `bench/dsa_copy_bound.py`, rows `stage,*`,
-GPU µs per launch against 0.66 µs for an empty kernel): all meta work in one program took
-2.25 µs (measured before the split, in 100-launch graphs: ~0.07 µs high), split in two
-(fields | schedule) 1.63 µs, in three 1.63 µs with the fields alone down
-from 1.57 to 1.45 µs; the whole build went from 3.02 to 2.84 µs with the third program.
+after another. A build takes as long as its slowest program. On the H200 (`bench/dsa_copy_bound.py`,
+rows `stage,meta`, GPU µs per launch; an empty kernel takes 0.66) the meta work took, for
+TARGET_VERIFY at bs 1 / 8 / 32, 1.50 / 1.73 / 2.19 µs in one program and 1.32 / 1.52 / 1.59 µs
+in three. With the benchmark's 4k-8k live lengths the page-table workers take longer still
+(1.7 / 2.0 / 3.0 µs), so the builds did not change; with short contexts the meta programs are
+the slowest, and the split is what they save.
 
 The helpers here are `@triton.jit` functions inlined into each mode's kernel; each mode supplies
 its own row mapping (which request a row belongs to, how many keys it sees).
