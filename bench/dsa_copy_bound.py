@@ -23,14 +23,14 @@ and candidate ways of doing it, side by side with the fused build. Same geometry
                         (request, span of 1024 columns), storing to the request's T rows; it
                         loads only its request's length, no page-table data
     layout,...          store-rows with one thing changed: programs numbered span-major, rows
-                        padded by 64 columns, or every request 6144 long (no tails, no load)
+                        padded by 32, 64 or 1024 columns, or every request 6144 long (no load)
     build               the fused build as the builders launch it (all fields)
     page-table,C,W      the fused build's page-table stage alone, spans of C columns, W warps
     stage,S             the fused build with only stage S (fields, schedule, or meta = both)
-    tail,V,C,W,O        candidate page-table stage (no meta programs; spans of C columns, W
-                        warps, programs numbered request- or span-major) with a row's live
-                        tail masked per column (V 0), per group of 4 columns (1) or not at
-                        all (2): `_pt_tail_kernel`
+    tail,V,C,W,O[,padP] candidate page-table stage (no meta programs; spans of C columns, W
+                        warps, programs numbered request- or span-major; rows P int32 further
+                        apart than L) with a row's live tail masked per column (V 0), per
+                        group of 4 columns (1) or not at all (2): `_pt_tail_kernel`
     units,C,G,W         candidate: G workers that loop over the live (request, span) units only,
                         found from a prefix over the batch; copies page_table_1 and
                         real_page_table like the build's page-table stage
@@ -296,16 +296,15 @@ def check_page_table(out, ref, rows: int, g) -> None:
             raise AssertionError(f"page table differs from the ordinary path in row {r}")
 
 
-# (columns per program, warps, span-major numbering) of the TAIL 1 candidates
+# (columns per program, warps, span-major numbering, row padding in int32) of the TAIL 1
+# candidates. The sweep of call 6 (bench/data/dsa_copy_bound_7e311b4_*.csv) also had
+# (1024, 8), (512, 4), (512, 2), (2048, 8) and (2048, 16), span-major: none was faster.
 TAIL_SWEEP = (
-    (1024, 4, False),
-    (1024, 4, True),
-    (1024, 8, True),
-    (1024, 8, False),
-    (512, 4, True),
-    (512, 2, True),
-    (2048, 8, True),
-    (2048, 16, True),
+    (1024, 4, False, 0),
+    (1024, 4, True, 0),
+    (1024, 4, False, 32),
+    (1024, 4, False, 64),
+    (1024, 4, False, 1024),
 )
 
 
@@ -348,13 +347,17 @@ def configs_for(mode: ForwardMode, bs: int, g, lengths: tuple[int, int]) -> tupl
             N_SPANS=n_spans,
         )
 
-        padded = torch.empty(rows, g.page_table_width + 64, dtype=torch.int32, device="cuda")
+        def padded(pad):
+            buf = torch.empty(rows, g.page_table_width + pad, dtype=torch.int32, device="cuda")
+            return buf[:, : g.page_table_width]
+
         for name, buf, major, fixed in (
             ("layout,span-major", rows_buf, True, 0),
-            ("layout,pad64", padded, False, 0),
+            ("layout,pad32", padded(32), False, 0),
+            ("layout,pad64", padded(64), False, 0),
+            ("layout,pad1024", padded(1024), False, 0),
             ("layout,fixed6144", rows_buf, False, 6144),
-            ("layout,fixed6144,pad64", padded, False, 6144),
-            ("layout,fixed6144,span-major", rows_buf, True, 6144),
+            ("layout,fixed6144,pad64", padded(64), False, 6144),
         ):
             configs[name] = lambda buf=buf, major=major, fixed=fixed: _store_layout_kernel[
                 (bs * n_spans,)
@@ -382,10 +385,14 @@ def configs_for(mode: ForwardMode, bs: int, g, lengths: tuple[int, int]) -> tupl
         s = launch_settings(rows, bs, g, stages=stages)
         st_out = allocate_metadata(bs, rows, g, "cuda")
         configs[f"stage,{name}"] = lambda s=s, o=st_out: build_metadata_fused(mode, inputs, o, s)
-    tail_variants = [(0, 1024, 4, False), (2, 1024, 4, False)]
-    tail_variants += [(1, c, w, m) for c, w, m in TAIL_SWEEP]
-    for tail, cols, warps, major in tail_variants:
+    tail_variants = [(0, 1024, 4, False, 0), (2, 1024, 4, False, 0)]
+    tail_variants += [(1, *v) for v in TAIL_SWEEP]
+    for tail, cols, warps, major, pad in tail_variants:
         t_out = allocate_metadata(bs, rows, g, "cuda")
+        if pad:  # the same [rows, L] page table, its rows `pad` int32 further apart
+            n, width = t_out.page_table_1.shape
+            t_out.page_table_1 = torch.empty(n, width + pad, dtype=torch.int32, device="cuda")
+            t_out.page_table_1 = t_out.page_table_1[:, :width]
         spans = triton.cdiv(g.page_table_width, cols)
 
         def tail_copy(o=t_out, tail=tail, cols=cols, warps=warps, major=major, spans=spans):
@@ -411,6 +418,7 @@ def configs_for(mode: ForwardMode, bs: int, g, lengths: tuple[int, int]) -> tupl
             )
 
         name = f"tail,{tail},{cols},{warps},{'span' if major else 'req'}"
+        name += f",pad{pad}" if pad else ""
         configs[name] = tail_copy
         checked[name] = t_out
     block_bs = triton.next_power_of_2(bs)
