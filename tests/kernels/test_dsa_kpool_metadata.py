@@ -161,6 +161,24 @@ def test_fused_writes_nothing_past_live_prefixes(triton_device: str):
     assert (out.page_table_1[1, :65] != -5).all()
 
 
+@pytest.mark.parametrize("mode", [VERIFY, ForwardMode.DRAFT_EXTEND])
+def test_fused_row_tails_of_every_length_mod_4(mode: ForwardMode, triton_device: str):
+    """Row tails end at every column mod 4 (the copy takes whole groups of 4, then the rest),
+    inside a span and at its edges; every live column is right and nothing past it is written."""
+    g = replace(CPU_GEOMETRY, page_table_width=2048)
+    lens = (6, 7, 8, 9, 1023, 1024, 1025, 1026, 1029)  # spans of 1024 columns: tails at the edge
+    acc = (1, 2, 3, 4, 5, 6, 6, 3, 1)
+    inputs = make_forward_inputs(mode, g, lens, accept_lens=acc, seed=5, device=triton_device)
+    rows = g.rows(mode, len(lens))
+    expected = allocate_metadata(len(lens), rows, g, triton_device)
+    actual = allocate_metadata(len(lens), rows, g, triton_device, fill=-5)
+    build_metadata_ordinary(mode, inputs, expected)
+    build_metadata_fused(mode, inputs, actual)
+    assert_metadata_equal(actual, expected, mode, len(lens))
+    for r, live in enumerate(expected.seqlens_expanded[:rows].tolist()):
+        assert (actual.page_table_1[r, live:] == -5).all(), f"row {r} written past {live}"
+
+
 def test_launch_settings_are_a_function_of_shapes():
     g = DSAGeometry(page_table_width=16384)
     s = launch_settings(rows=192, bs=32, geometry=g)
