@@ -370,8 +370,8 @@ def _copy_live_prefix(
     group of 4 columns (a group is copied when all 4 are live), which keeps the 16-byte
     accesses, and the row's last 0-3 live columns go in a 4-wide copy of their own. Nothing past
     a row's live prefix is written. On the H200 with 256-1024 live columns, where every copy is a
-    tail, this took a TARGET_VERIFY bs 32 page table from 2.80 to ~2.2 µs against a per-column
-    mask (`bench/dsa_copy_bound.py`, rows `tail,*`).
+    tail, this took the TARGET_VERIFY bs 32 page-table stage from 2.80 µs (per-column masks) to
+    2.14 µs (`bench/data/dsa_copy_bound_tail_ab.txt`).
     """
     src_row_ptr = req_to_token_ptr + req * stride_r2t
     start = span * BLOCK_COLS
