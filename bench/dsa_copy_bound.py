@@ -8,8 +8,9 @@ Usage (on a CUDA machine):
 Issue 3 asks for a fused build within 2x an empty kernel at bs 32. The TARGET_VERIFY and
 DRAFT_EXTEND builds must write the live prefix of 192 page-table rows (4.77 MB at T = 6, live
 lengths 4k-8k), DECODE 32 rows (0.8 MB), so this bench measures the lower bounds of that write
-and candidate ways of doing it, side by side with the fused build. Same geometry and inputs as
-`bench/dsa_metadata.py`. Rows (`config`):
+side by side with the fused build and its stages. The candidate copies measured against them
+(`tail,*`, `units,*` rows in `bench/data/`) were dropped once measured; they are in this file
+as of `cb3ba54`. Same geometry and inputs as `bench/dsa_metadata.py`. Rows (`config`):
 
     empty               an empty Triton kernel on a grid of 1: the floor of one launch
     load-store          one program copying one int32: the floor of a kernel whose output
@@ -27,13 +28,6 @@ and candidate ways of doing it, side by side with the fused build. Same geometry
     build               the fused build as the builders launch it (all fields)
     page-table,C,W      the fused build's page-table stage alone, spans of C columns, W warps
     stage,S             the fused build with only stage S (fields, schedule, or meta = both)
-    tail,V,C,W,O[,padP] candidate page-table stage (no meta programs; spans of C columns, W
-                        warps, programs numbered request- or span-major; rows P int32 further
-                        apart than L) with a row's live tail masked per column (V 0), per
-                        group of 4 columns (1) or not at all (2): `_pt_tail_kernel`
-    units,C,G,W         candidate: G workers that loop over the live (request, span) units only,
-                        found from a prefix over the batch; copies page_table_1 and
-                        real_page_table like the build's page-table stage
     build-rot8          the fused build over 8 rotating input/output sets (134 MB > the 50 MB L2):
                         a cold-cache figure, closer to a build between model forwards
 
@@ -42,7 +36,7 @@ the rounds replay every config's pair in turn (`--rounds` x `--graph-iters` pair
 drift hits all configs alike. A pair's time difference over `--graph-reps` is one launch's GPU
 time without the graph's own launch cost (`graph_time_us` in `dsa_metadata.py`); graph_us is
 its median over all pairs, p10/p90 its spread. kernel_us is the CUPTI device time per launch.
-Candidates are checked against the ordinary path first.
+Every config that writes a page table is checked against the ordinary path first.
 """
 
 from __future__ import annotations
@@ -81,7 +75,6 @@ from specscope.kernels.ops.attention.dsa_kpool_metadata.scan import (  # noqa: E
     FIELDS,
     PAGE_TABLE,
     SCHEDULE,
-    _copy_live_prefix,
 )
 from specscope.kernels.ops.attention.testing import make_forward_inputs  # noqa: E402
 
@@ -107,151 +100,6 @@ def _load_load_store_kernel(idx, src, dst):
 
 @triton.jit
 def _store_rows_kernel(
-    dst, stride, seq_lens_ptr, T: tl.constexpr, BLOCK_COLS: tl.constexpr, N_SPANS: tl.constexpr
-):
-    """The page table's layout without its data: program (b, c) stores column indices into
-    span c of request b's T rows (TARGET_VERIFY lengths), unmasked where the span is live."""
-    w = tl.program_id(0)
-    b = w // N_SPANS
-    start = (w % N_SPANS) * BLOCK_COLS
-    cols = start + tl.arange(0, BLOCK_COLS)
-    shortest = tl.load(seq_lens_ptr + b) - T + 1
-    if start + BLOCK_COLS <= shortest:
-        for j in tl.static_range(T):
-            tl.store(dst + (b * T + j).to(tl.int64) * stride + cols, cols)
-    elif start < shortest + T - 1:
-        for j in tl.static_range(T):
-            tl.store(dst + (b * T + j).to(tl.int64) * stride + cols, cols, mask=cols < shortest + j)
-
-
-@triton.jit
-def _copy_units_kernel(
-    req_to_token_ptr,
-    stride_r2t,
-    req_pool_indices_ptr,
-    seq_lens_ptr,
-    accept_lens_ptr,
-    page_table_1_ptr,
-    stride_pt,
-    real_page_table_ptr,
-    stride_rpt,
-    bs,
-    T: tl.constexpr,
-    EXTEND: tl.constexpr,
-    PAGE_SIZE: tl.constexpr,
-    BLOCK_COLS: tl.constexpr,
-    BLOCK_BS: tl.constexpr,
-    N_WORKERS: tl.constexpr,
-):
-    """Candidate page-table copy: worker w copies live units w, w + N_WORKERS, ... where unit u
-    is (request b, span c) in request order, counting only spans that hold live columns."""
-    w = tl.program_id(0)
-    bb = tl.arange(0, BLOCK_BS)
-    m = bb < bs
-    longest = tl.load(seq_lens_ptr + bb, mask=m, other=0)
-    reqs = tl.load(req_pool_indices_ptr + bb, mask=m, other=0)
-    if EXTEND:
-        last_growing = tl.load(accept_lens_ptr + bb, mask=m, other=1) - 1
-    else:
-        last_growing = tl.full([BLOCK_BS], T - 1, tl.int32)
-    units = tl.where(m, tl.cdiv(longest, BLOCK_COLS), 0)
-    ends = tl.cumsum(units, axis=0)
-    total = tl.sum(units, axis=0)
-    for u in range(w, total, N_WORKERS):
-        b = tl.sum((ends <= u).to(tl.int32), axis=0)
-        sel = bb == b
-        span = u - tl.sum(tl.where(sel, ends - units, 0), axis=0)
-        req = tl.sum(tl.where(sel, reqs, 0), axis=0)
-        lg = tl.sum(tl.where(sel, last_growing, 0), axis=0)
-        shortest = tl.sum(tl.where(sel, longest, 0), axis=0) - lg
-        _copy_live_prefix(
-            req_to_token_ptr,
-            stride_r2t,
-            page_table_1_ptr,
-            stride_pt,
-            real_page_table_ptr,
-            stride_rpt,
-            req,
-            b * T,
-            shortest,
-            lg,
-            span,
-            PAGE_SIZE,
-            BLOCK_COLS,
-            T,
-        )
-
-
-@triton.jit
-def _pt_tail_kernel(
-    req_to_token_ptr,
-    stride_r2t,
-    req_pool_indices_ptr,
-    seq_lens_ptr,
-    accept_lens_ptr,
-    page_table_1_ptr,
-    stride_pt,
-    real_page_table_ptr,
-    stride_rpt,
-    bs,
-    ROWS: tl.constexpr,
-    EXTEND: tl.constexpr,
-    TAIL: tl.constexpr,
-    PAGE_SIZE: tl.constexpr,
-    BLOCK_COLS: tl.constexpr,
-    N_SPANS: tl.constexpr,
-    SPAN_MAJOR: tl.constexpr,
-):
-    """Candidate page-table copies that treat a row's live tail differently; program (b, c)
-    copies span c of request b to its ROWS rows, as the build's page-table stage does.
-
-    TAIL 0: mask `cols < live` (the build's way: 4-byte accesses in the tail span);
-    TAIL 1: mask whole groups of 4 columns, `cols // 4 * 4 < live`, so the tail span keeps
-            16-byte accesses (up to 3 columns past the live end are written: undefined there);
-    TAIL 2: no masks: every span that holds a live column is copied whole.
-    SPAN_MAJOR numbers the programs span-major (b = w % bs) instead of request-major.
-    """
-    w = tl.program_id(0)
-    if SPAN_MAJOR:
-        b = w % bs
-        start = (w // bs) * BLOCK_COLS
-    else:
-        b = w // N_SPANS
-        start = (w % N_SPANS) * BLOCK_COLS
-    longest = tl.load(seq_lens_ptr + b)
-    req = tl.load(req_pool_indices_ptr + b)
-    if EXTEND:
-        last_growing = tl.load(accept_lens_ptr + b) - 1
-    else:
-        last_growing = ROWS - 1
-    shortest = longest - last_growing
-    cols = start + tl.arange(0, BLOCK_COLS)
-    pages = start // PAGE_SIZE + tl.arange(0, BLOCK_COLS // PAGE_SIZE)
-    src = req_to_token_ptr + req * stride_r2t
-    if start < longest:
-        if TAIL == 2:
-            slots = tl.load(src + cols)
-        elif TAIL == 1:
-            slots = tl.load(src + cols, mask=cols // 4 * 4 < longest)
-        else:
-            slots = tl.load(src + cols, mask=cols < longest)
-        page_ids = tl.load(src + pages * PAGE_SIZE, mask=pages * PAGE_SIZE < longest) // PAGE_SIZE
-        for j in tl.static_range(ROWS):
-            live = shortest + tl.minimum(j, last_growing)
-            row = (b * ROWS + j).to(tl.int64)
-            dst = page_table_1_ptr + row * stride_pt + cols
-            if TAIL == 2:
-                tl.store(dst, slots)
-            elif TAIL == 1:
-                tl.store(dst, slots, mask=cols // 4 * 4 < live)
-            else:
-                tl.store(dst, slots, mask=cols < live)
-            pm = pages * PAGE_SIZE < live
-            tl.store(real_page_table_ptr + row * stride_rpt + pages, page_ids, mask=pm)
-
-
-@triton.jit
-def _store_layout_kernel(
     dst,
     stride,
     seq_lens_ptr,
@@ -262,9 +110,12 @@ def _store_layout_kernel(
     SPAN_MAJOR: tl.constexpr,
     FIXED_LEN: tl.constexpr,
 ):
-    """`_store_rows_kernel` with knobs, to find what the row layout costs over contiguous
-    stores: SPAN_MAJOR numbers programs span-major (neighbouring programs write different
-    requests); FIXED_LEN > 0 gives every request that length (no load, no tail)."""
+    """The page table's layout without its data: program (b, c) stores column indices into
+    span c of request b's T rows (TARGET_VERIFY lengths), unmasked where the span is live.
+
+    Knobs, to find what the row layout costs over contiguous stores: SPAN_MAJOR numbers the
+    programs span-major (neighbouring programs write different requests); FIXED_LEN > 0 gives
+    every request that length (no load)."""
     w = tl.program_id(0)
     if SPAN_MAJOR:
         b = w % bs
@@ -296,18 +147,6 @@ def check_page_table(out, ref, rows: int, g) -> None:
             raise AssertionError(f"page table differs from the ordinary path in row {r}")
 
 
-# (columns per program, warps, span-major numbering, row padding in int32) of the TAIL 1
-# candidates. The sweep of call 6 (bench/data/dsa_copy_bound_7e311b4_*.csv) also had
-# (1024, 8), (512, 4), (512, 2), (2048, 8) and (2048, 16), span-major: none was faster.
-TAIL_SWEEP = (
-    (1024, 4, False, 0),
-    (1024, 4, True, 0),
-    (1024, 4, False, 32),
-    (1024, 4, False, 64),
-    (1024, 4, False, 1024),
-)
-
-
 def configs_for(mode: ForwardMode, bs: int, g, lengths: tuple[int, int]) -> tuple[dict, int]:
     """config name -> zero-argument launch, for one mode at one batch size."""
     gen = torch.Generator().manual_seed(bs)
@@ -337,29 +176,22 @@ def configs_for(mode: ForwardMode, bs: int, g, lengths: tuple[int, int]) -> tupl
         )
     if mode is ForwardMode.TARGET_VERIFY:
         n_spans = triton.cdiv(g.page_table_width, 1024)
-        rows_buf = torch.empty_like(out.page_table_1)
-        configs["store-rows"] = lambda: _store_rows_kernel[(bs * n_spans,)](
-            rows_buf,
-            rows_buf.stride(0),
-            inputs.seq_lens,
-            T=g.num_draft_tokens,
-            BLOCK_COLS=1024,
-            N_SPANS=n_spans,
-        )
 
-        def padded(pad):
+        def rows_buffer(pad):  # the [rows, L] layout, each row `pad` int32 further apart
             buf = torch.empty(rows, g.page_table_width + pad, dtype=torch.int32, device="cuda")
             return buf[:, : g.page_table_width]
 
-        for name, buf, major, fixed in (
-            ("layout,span-major", rows_buf, True, 0),
-            ("layout,pad32", padded(32), False, 0),
-            ("layout,pad64", padded(64), False, 0),
-            ("layout,pad1024", padded(1024), False, 0),
-            ("layout,fixed6144", rows_buf, False, 6144),
-            ("layout,fixed6144,pad64", padded(64), False, 6144),
+        for name, pad, major, fixed in (
+            ("store-rows", 0, False, 0),
+            ("layout,span-major", 0, True, 0),
+            ("layout,pad32", 32, False, 0),
+            ("layout,pad64", 64, False, 0),
+            ("layout,pad1024", 1024, False, 0),
+            ("layout,fixed6144", 0, False, 6144),
+            ("layout,fixed6144,pad64", 64, False, 6144),
         ):
-            configs[name] = lambda buf=buf, major=major, fixed=fixed: _store_layout_kernel[
+            buf = rows_buffer(pad)
+            configs[name] = lambda buf=buf, major=major, fixed=fixed: _store_rows_kernel[
                 (bs * n_spans,)
             ](
                 buf,
@@ -385,73 +217,6 @@ def configs_for(mode: ForwardMode, bs: int, g, lengths: tuple[int, int]) -> tupl
         s = launch_settings(rows, bs, g, stages=stages)
         st_out = allocate_metadata(bs, rows, g, "cuda")
         configs[f"stage,{name}"] = lambda s=s, o=st_out: build_metadata_fused(mode, inputs, o, s)
-    tail_variants = [(0, 1024, 4, False, 0), (2, 1024, 4, False, 0)]
-    tail_variants += [(1, *v) for v in TAIL_SWEEP]
-    for tail, cols, warps, major, pad in tail_variants:
-        t_out = allocate_metadata(bs, rows, g, "cuda")
-        if pad:  # the same [rows, L] page table, its rows `pad` int32 further apart
-            n, width = t_out.page_table_1.shape
-            t_out.page_table_1 = torch.empty(n, width + pad, dtype=torch.int32, device="cuda")
-            t_out.page_table_1 = t_out.page_table_1[:, :width]
-        spans = triton.cdiv(g.page_table_width, cols)
-
-        def tail_copy(o=t_out, tail=tail, cols=cols, warps=warps, major=major, spans=spans):
-            _pt_tail_kernel[(bs * spans,)](
-                inputs.req_to_token,
-                inputs.req_to_token.stride(0),
-                inputs.req_pool_indices,
-                inputs.seq_lens,
-                inputs.accept_lens if inputs.accept_lens is not None else inputs.seq_lens,
-                o.page_table_1,
-                o.page_table_1.stride(0),
-                o.real_page_table,
-                o.real_page_table.stride(0),
-                bs,
-                ROWS=g.rows_per_request(mode),
-                EXTEND=mode is ForwardMode.DRAFT_EXTEND,
-                TAIL=tail,
-                PAGE_SIZE=g.page_size,
-                BLOCK_COLS=cols,
-                N_SPANS=spans,
-                SPAN_MAJOR=major,
-                num_warps=warps,
-            )
-
-        name = f"tail,{tail},{cols},{warps},{'span' if major else 'req'}"
-        name += f",pad{pad}" if pad else ""
-        configs[name] = tail_copy
-        checked[name] = t_out
-    block_bs = triton.next_power_of_2(bs)
-    unit_variants = ((1024, 1, 4), (512, 2, 2), (256, 4, 1), (256, 4, 2), (256, 8, 1))
-    if mode is ForwardMode.DECODE:
-        unit_variants = ()  # the candidate assumes T rows per request
-    for cols, mult, warps in unit_variants:
-        workers = g.num_sms * mult
-        u_out = allocate_metadata(bs, rows, g, "cuda")
-
-        def units(o=u_out, c=cols, nw=workers, w=warps):
-            _copy_units_kernel[(nw,)](
-                inputs.req_to_token,
-                inputs.req_to_token.stride(0),
-                inputs.req_pool_indices,
-                inputs.seq_lens,
-                inputs.accept_lens if inputs.accept_lens is not None else inputs.seq_lens,
-                o.page_table_1,
-                o.page_table_1.stride(0),
-                o.real_page_table,
-                o.real_page_table.stride(0),
-                bs,
-                T=g.num_draft_tokens,
-                EXTEND=mode is ForwardMode.DRAFT_EXTEND,
-                PAGE_SIZE=g.page_size,
-                BLOCK_COLS=c,
-                BLOCK_BS=block_bs,
-                N_WORKERS=nw,
-                num_warps=w,
-            )
-
-        configs[f"units,{cols},{workers},{warps}"] = units
-        checked[f"units,{cols},{workers},{warps}"] = u_out
     state = {"k": 0}
 
     def build_rot8():
