@@ -42,7 +42,6 @@ Every config that writes a page table is checked against the ordinary path first
 from __future__ import annotations
 
 import argparse
-import csv
 import statistics
 import sys
 from pathlib import Path
@@ -57,8 +56,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from dsa_metadata import (  # noqa: E402
     _empty_kernel,
     add_shape_args,
+    append_csv_row,
     capture_graph,
     cuda_geometry,
+    new_csv,
     profile,
     replay_us,
     warm_gpu,
@@ -250,6 +251,7 @@ def main() -> None:
     add_shape_args(parser)
     args = parser.parse_args()
     g, provenance = cuda_geometry(args, "bench/dsa_copy_bound.py")
+    path = None if args.once else new_csv(args.out, "dsa_copy_bound.csv")
     one = torch.ones(4, dtype=torch.int32, device="cuda")
     all_configs = {
         ("-", "empty"): (lambda: _empty_kernel[(1,)](), 0),
@@ -282,40 +284,31 @@ def main() -> None:
             for _ in range(args.graph_iters):
                 t_short = replay_us(short)
                 times[key].append((replay_us(long) - t_short) / reps)
-    args.out.mkdir(parents=True, exist_ok=True)
-    path = args.out / "dsa_copy_bound.csv"
-    if path.exists():
-        raise SystemExit(f"{path} exists: pick another --out")
     floor = statistics.median(times[("-", "empty")])
-    with path.open("w", newline="") as f:
-        writer = None
-        for (mode, name), (fn, nbytes) in all_configs.items():
-            ts = sorted(times[(mode, name)])
-            _, kernel_us, _ = profile(fn, args.profile_iters)
-            row = {
-                "mode": mode,
-                "bs": args.bs,
-                "min_len": args.min_len,
-                "max_len": args.max_len,
-                "config": name,
-                "graph_us": statistics.median(ts),
-                "graph_p10_us": ts[len(ts) // 10],
-                "graph_p90_us": ts[9 * len(ts) // 10],
-                "x_floor": statistics.median(ts) / floor,
-                "kernel_us": kernel_us,
-                "bytes_written": nbytes,
-                **provenance,
-            }
-            if writer is None:
-                writer = csv.DictWriter(f, fieldnames=list(row))
-                writer.writeheader()
-            writer.writerow(row)
-            print(
-                f"{mode:14} {name:26} graph={row['graph_us']:6.2f}us "
-                f"(p10 {row['graph_p10_us']:5.2f} p90 {row['graph_p90_us']:5.2f}) "
-                f"x{row['x_floor']:4.2f} kernel={kernel_us:6.2f}us",
-                flush=True,
-            )
+    for (mode, name), (fn, nbytes) in all_configs.items():
+        ts = sorted(times[(mode, name)])
+        _, kernel_us, _ = profile(fn, args.profile_iters)
+        row = {
+            "mode": mode,
+            "bs": args.bs,
+            "min_len": args.min_len,
+            "max_len": args.max_len,
+            "config": name,
+            "graph_us": statistics.median(ts),
+            "graph_p10_us": ts[len(ts) // 10],
+            "graph_p90_us": ts[9 * len(ts) // 10],
+            "x_floor": statistics.median(ts) / floor,
+            "kernel_us": kernel_us,
+            "bytes_written": nbytes,
+            **provenance,
+        }
+        append_csv_row(path, row)
+        print(
+            f"{mode:14} {name:26} graph={row['graph_us']:6.2f}us "
+            f"(p10 {row['graph_p10_us']:5.2f} p90 {row['graph_p90_us']:5.2f}) "
+            f"x{row['x_floor']:4.2f} kernel={kernel_us:6.2f}us",
+            flush=True,
+        )
     print(f"wrote {path}")
 
 

@@ -212,6 +212,25 @@ def per_field_copy(src, dsts, mode, bs) -> None:
             d_all[name][:n].copy_(t[:n])
 
 
+def new_csv(out_dir: Path, name: str) -> Path:
+    """`out_dir/name` for a new run's rows; exits with one line if an earlier run wrote it."""
+    path = out_dir / name
+    if path.exists():
+        raise SystemExit(f"{path} exists: pass another --out (earlier results are kept)")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def append_csv_row(path: Path, row: dict) -> None:
+    """Append `row` to the CSV at `path` (header first): a run cut off keeps its rows."""
+    new = not path.exists()
+    with path.open("a", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(row))
+        if new:
+            writer.writeheader()
+        writer.writerow(row)
+
+
 def git_sha() -> str:
     if os.environ.get("SPECSCOPE_GIT_SHA"):
         return os.environ["SPECSCOPE_GIT_SHA"]
@@ -271,18 +290,12 @@ def main() -> None:
         "topk": g.index_topk,
         "width": g.page_table_width,
     }
-    args.out.mkdir(parents=True, exist_ok=True)
-    path = args.out / "dsa_metadata.csv"
-    path.unlink(missing_ok=True)
+    path = new_csv(args.out, "dsa_metadata.csv")
 
     def record(op: str, mode: str, bs: int, builder: str, m: dict) -> None:
-        row = {"op": op, "mode": mode, "bs": bs, "builder": builder, **m, **provenance}
-        new = not path.exists()
-        with path.open("a", newline="") as f:  # row by row: a cut-off run keeps its rows
-            writer = csv.DictWriter(f, fieldnames=list(row))
-            if new:
-                writer.writeheader()
-            writer.writerow(row)
+        append_csv_row(
+            path, {"op": op, "mode": mode, "bs": bs, "builder": builder, **m, **provenance}
+        )
         print(
             f"{op:8} {mode:14} bs={bs:4} {builder:9} launches={m['launches']:5.1f} "
             f"eager={m['eager_us']:8.2f}us graph={m['graph_us']:8.2f}us "

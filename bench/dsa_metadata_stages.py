@@ -31,7 +31,6 @@ against the ordinary path.
 from __future__ import annotations
 
 import argparse
-import csv
 import itertools
 import sys
 from pathlib import Path
@@ -43,14 +42,16 @@ import triton.language as tl
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from dsa_metadata import (
+from dsa_metadata import (  # noqa: E402
     _empty_kernel,
     add_shape_args,
+    append_csv_row,
     cuda_geometry,
     graph_time_us,
+    new_csv,
     profile,
     warm_gpu,
-)  # noqa: E402
+)
 
 from specscope.kernels.ops.attention import (  # noqa: E402
     ForwardMode,
@@ -100,9 +101,7 @@ def main() -> None:
     add_shape_args(parser)
     args = parser.parse_args()
     g, provenance = cuda_geometry(args, "bench/dsa_metadata_stages.py")
-    args.out.mkdir(parents=True, exist_ok=True)
-    path = args.out / "dsa_metadata_stages.csv"
-    path.unlink(missing_ok=True)
+    path = new_csv(args.out, "dsa_metadata_stages.csv")
 
     def record(mode: str, bs: int, config: str, fn, extra: dict | None = None) -> dict:
         fn()
@@ -119,12 +118,7 @@ def main() -> None:
             "bytes": (extra or {}).get("bytes", ""),
             **provenance,
         }
-        new = not path.exists()
-        with path.open("a", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=list(row))
-            if new:
-                writer.writeheader()
-            writer.writerow(row)
+        append_csv_row(path, row)
         print(
             f"{mode:14} bs={bs:4} {config:34} graph={row['graph_us']:7.2f}us "
             f"kernel={kernel_us:7.2f}us launches={launches:.1f} {extra or ''}",
