@@ -35,6 +35,7 @@ a Python loop, the graph kernels (90% of the rows) with numpy, and each chunk is
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import multiprocessing as mp
 import os
 import queue
@@ -50,27 +51,18 @@ from pathlib import Path
 
 import numpy as np
 
-try:
-    from specscope.analysis.synthetic import (
-        _DDL,
-        MEMCPY_KINDS,
-        NVTX_DOMAIN_CREATE,
-        NVTX_PUSHPOP,
-        NVTX_STARTEND,
-        global_pid,
-        global_tid,
-    )
-except ModuleNotFoundError:  # run as a script from a checkout without an installed package
+if importlib.util.find_spec("specscope") is None:  # a script run from a checkout, not installed
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from specscope.analysis.synthetic import (
-        _DDL,
-        MEMCPY_KINDS,
-        NVTX_DOMAIN_CREATE,
-        NVTX_PUSHPOP,
-        NVTX_STARTEND,
-        global_pid,
-        global_tid,
-    )
+
+from specscope.analysis.synthetic import (  # noqa: E402
+    _DDL,
+    MEMCPY_KINDS,
+    NVTX_DOMAIN_CREATE,
+    NVTX_PUSHPOP,
+    NVTX_STARTEND,
+    global_pid,
+    global_tid,
+)
 
 PID = TID = 4242
 MAIN_STREAM, SIDE_STREAM = 7, 13
