@@ -17,9 +17,10 @@ serial chain of dependent steps (load, scan, store), so they run side by side ra
 after another. A build takes as long as its slowest program. On the H200 (`bench/dsa_copy_bound.py`,
 rows `stage,meta`, GPU µs per launch; an empty kernel takes 0.66) the meta work took, for
 TARGET_VERIFY at bs 1 / 8 / 32, 1.50 / 1.73 / 2.19 µs in one program and 1.32 / 1.52 / 1.59 µs
-in three. With the benchmark's 4k-8k live lengths the page-table workers take longer still
-(1.7 / 2.0 / 3.0 µs), so the builds did not change; with short contexts the meta programs are
-the slowest, and the split is what they save.
+in three. At every length measured (256-1024 and 4k-8k live) the page-table workers took
+longer still (1.7 / 2.0 / 3.0 µs at 4k-8k), so the builds did not change
+(`bench/data/dsa_copy_bound_meta_ab.txt`): the split shortens a path that is not the critical
+one in these shapes.
 
 The helpers here are `@triton.jit` functions inlined into each mode's kernel; each mode supplies
 its own row mapping (which request a row belongs to, how many keys it sees).
@@ -39,7 +40,7 @@ import triton.language as tl
 
 from ..dsa_metadata import DSAForwardInputs, DSAGeometry, DSAMetadata
 
-MAX_FUSED_ROWS = 4096  # the meta program holds every row in one block
+MAX_FUSED_ROWS = 4096  # a meta program holds every row in one block
 MAX_FUSED_SMS = 1023  # the schedule's S + 1 entries sit in one block
 MAX_BLOCK_COLS = 1024  # page-table columns one worker copies (its span of the rows)
 META_PROGRAMS = tl.constexpr(3)  # request fields, row fields, schedule; the workers follow
