@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from click.testing import CliRunner
+from testdata import AFTER, BEFORE, GRAPH
 
 from specscope.analysis.thresholds import (
     Rule,
@@ -25,10 +26,6 @@ from specscope.analysis.thresholds import (
     pooled_summary,
 )
 from specscope.cli_compare import check_cmd
-
-DATA = Path(__file__).parent / "data"
-BEFORE, AFTER = DATA / "eagle_node_before.sqlite", DATA / "eagle_node_after.sqlite"
-GRAPH = DATA / "eagle_graph_before.sqlite"
 
 
 def summary(**columns) -> pd.DataFrame:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from testdata import DATA
 
 from specscope.cli_profile import doctor, profile
 from specscope.profiler import compat, discover
@@ -27,7 +28,6 @@ from specscope.profiler.flags import ProfileFlags, nsys_profile_args
 from specscope.profiler.profile import default_label, new_run_dir
 from specscope.profiler.profile import profile as run_profile
 
-DATA = Path(__file__).parent / "data"
 CPU_EXPORT = DATA / "cpu_eagle_2023.sqlite"
 
 FAKE_NSYS = r"""#!/usr/bin/env python3

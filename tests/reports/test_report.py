@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from eagle_exports import EAGLE_SPEC, build_eagle
+from testdata import AFTER, BEFORE, ROOT
 
 from specscope.analysis.composition import (
     COMPOSITION,
@@ -33,8 +34,6 @@ from specscope.errors import SpecError
 from specscope.reports.markdown import render
 from specscope.reports.report import FILES
 
-DATA = Path(__file__).parent / "data"
-BEFORE, AFTER = DATA / "eagle_node_before.sqlite", DATA / "eagle_node_after.sqlite"
 GAP = "gap_us:draft_extend.replay->draft.replay"
 PNGS = [f for f in FILES if f.endswith(".png")]
 
@@ -319,7 +318,7 @@ def test_reports_only_render():
         "specscope.analysis.summary",
         "specscope.analysis.inputs",
     }
-    reports = Path(__file__).parents[1] / "specscope" / "reports"
+    reports = ROOT / "specscope" / "reports"
     for path in reports.glob("*.py"):
         tree = ast.parse(path.read_text())
         for node in ast.walk(tree):
