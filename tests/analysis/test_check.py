@@ -258,8 +258,3 @@ def test_check_reads_a_results_db_run(tmp_path: Path) -> None:
     r = invoke(f"{db}:1", "--thresholds", "eagle")
     assert r.exit_code == 0, r.output
     assert f"{db}:1: 11 steps, 7 rule(s)" in r.stdout
-
-
-def test_help_ends_with_an_example() -> None:
-    r = invoke("--help")
-    assert r.exit_code == 0 and "Example: specscope check" in r.stdout

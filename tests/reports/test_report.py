@@ -304,11 +304,6 @@ def test_bad_input_is_one_error_line(tmp_path, args, message):
     assert not out.exists()  # nothing written before the inputs are good
 
 
-def test_help_ends_with_an_example():
-    out = CliRunner().invoke(report_cmd, ["--help"]).stdout
-    assert "Example: specscope report" in out
-
-
 def test_reports_only_render():
     """reports/ imports no loader, step finding, metrics computation or analyze()."""
     forbidden = {
