@@ -1,7 +1,7 @@
 """Each per-step metric pinned on tiny hand-built exports, with hand-computed expected values.
 
 Times below are ns in the export and µs in the metrics (1000 ns = 1.0 µs). The EAGLE-shaped
-export (``build_eagle``) is drawn in ``tests/conftest.py``; per step it gives, by hand:
+export (``build_eagle``) is drawn in ``tests/eagle_exports.py``; per step it gives, by hand:
 window 10.0 µs (last step: 700 -> 6500 = 5.8), busy 0.1 + 1.1 + 1.0 + 1.0 = 3.2, gaps
 draft->verify 3500 - 2600 = 0.9, verify->extend 5500 - 4500 = 1.0, extend->draft (cross-step)
 11500 - 6500 = 5.0 (NaN in step 0), cpu gaps 1.0, 1.0 and 11000 - 6000 = 5.0.
