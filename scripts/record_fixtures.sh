@@ -3,7 +3,7 @@
 # Usage: scripts/record_fixtures.sh OUTDIR [NSYS]
 # Writes, for each fixture NAME: NAME.sqlite (the export the tests read) and the `nsys stats`
 # CSVs made from that same file (NAME_cuda_gpu_kern_sum.csv, NAME_cuda_gpu_mem_time_sum.csv), which
-# tests/test_real_exports.py uses as the oracle for our totals.
+# tests/analysis/test_real_exports.py uses as the oracle for our totals.
 set -euo pipefail
 out=${1:?usage: record_fixtures.sh OUTDIR [NSYS]}
 nsys=${2:-${SPECSCOPE_NSYS:-nsys}}

@@ -4,6 +4,11 @@
 ``eagle_export(...)`` writes the EAGLE-shaped loop of ``eagle_exports.build_eagle`` (its
 module docstring draws one step with every time the tests compute by hand);
 ``analyze_x(x, ...)`` writes and analyses an export.
+
+The folders under tests/ mirror the package (analysis/, reports/, profiler/, campaign/,
+kernels/; cli/ for the commands, bench/ for the bench scripts); test file names are unique
+across folders. Modules here import from every folder: ``eagle_exports`` (the EAGLE-shaped
+synthetic export) and ``testdata`` (the repository root and the committed exports).
 """
 
 from __future__ import annotations

@@ -23,7 +23,8 @@ from specscope.analysis.summary import kernel_timeline, median_step, totals
 from specscope.analysis.synthetic import SyntheticExport
 
 EPS = 1e-6  # µs
-# More examples for a bug hunt: SPECSCOPE_PROPERTY_EXAMPLES=5000 pytest tests/test_property.py
+# More examples, for a bug hunt:
+# SPECSCOPE_PROPERTY_EXAMPLES=5000 pytest tests/analysis/test_property.py
 EXAMPLES = int(os.environ.get("SPECSCOPE_PROPERTY_EXAMPLES", "60"))
 ANCHORS = ("a", "b", "c")
 _names = itertools.count()

@@ -10,7 +10,8 @@ import pytest
 
 pytest.importorskip("triton")
 
-ROOT = Path(__file__).resolve().parents[1]
+from testdata import ROOT
+
 _spec = importlib.util.spec_from_file_location("dsa_metadata", ROOT / "bench" / "dsa_metadata.py")
 dsa_metadata = importlib.util.module_from_spec(_spec)
 sys.modules["dsa_metadata"] = dsa_metadata

@@ -12,6 +12,7 @@ import pytest
 import sqlite_utils
 from click.testing import CliRunner
 from eagle_exports import build_eagle
+from testdata import ROOT
 
 from specscope.campaign import record as rec
 from specscope.campaign.matrix import MatrixError, load_campaign, parse_campaign, plan, select
@@ -21,7 +22,6 @@ from specscope.campaign.tables import inflation, metric_rows, overhead, overview
 from specscope.cli_campaign import campaign_cmd
 from specscope.errors import SpecscopeError
 
-ROOT = Path(__file__).resolve().parents[1]
 TINY = """
 [campaign]
 name = "tiny"

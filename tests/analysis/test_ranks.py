@@ -3,12 +3,11 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pandas as pd
 import pytest
 from eagle_exports import EAGLE_SPEC, build_eagle
+from testdata import DATA
 
 from specscope.analysis.many import analyze_many
 from specscope.analysis.ranks import cross_rank, spread_summary, straggler_table
@@ -79,7 +78,7 @@ def test_straggler_rank_from_synthetic_exports(write_export) -> None:
     assert view["gap_us:draft_extend.replay->draft.replay:spread"].iloc[1] == pytest.approx(4.0)
 
 
-TWO_RANK = Path(__file__).parent / "data" / "two_rank"
+TWO_RANK = DATA / "two_rank"
 
 
 def test_real_two_rank_trace_names_the_late_rank() -> None:

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 import sqlite_utils
 from click.testing import CliRunner
+from testdata import ROOT
 
 from specscope.campaign import demo
 from specscope.cli_campaign import demo_cmd
 
-ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
 
 

@@ -7,12 +7,11 @@ import json
 from pathlib import Path
 
 import sqlite_utils
+from testdata import DATA
 
 from specscope.analysis.run import analyze
 from specscope.analysis.spec import load_preset
 from specscope.analysis.store import append_run
-
-DATA = Path(__file__).parent / "data"
 
 
 def test_append_two_runs(tmp_path: Path) -> None:

@@ -8,10 +8,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from testdata import ROOT
 
 from specscope.analysis.synthetic import _DDL
 
-ROOT = Path(__file__).resolve().parents[1]
 _spec = importlib.util.spec_from_file_location("make_export", ROOT / "bench" / "make_export.py")
 make_export = importlib.util.module_from_spec(_spec)
 sys.modules["make_export"] = make_export  # dataclasses and multiprocessing look it up

@@ -8,17 +8,15 @@ launches and 6 eager copies per prepare, ``after``: none and 2); beside each exp
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pandas as pd
 import pytest
+from testdata import DATA
 
 from specscope.analysis.loader import CaptureMode, load
 from specscope.analysis.run import analyze
 from specscope.analysis.spec import load_preset
 from specscope.analysis.summary import totals
 
-DATA = Path(__file__).parent / "data"
 H200 = ["eagle_node_before", "eagle_node_after", "eagle_graph_before"]
 
 

@@ -198,6 +198,8 @@ def test_every_command_has_help_with_an_example():
         args = [] if command is cli else [name]
         out = run(*args, "--help").stdout
         assert "Example:" in out, name
+        if command is not cli:  # the example runs this command
+            assert f"Example: specscope {name}" in out, name
         if isinstance(command, click.Command):
             for param in command.params:
                 if isinstance(param, click.Option) and not param.hidden and param.name != "help":

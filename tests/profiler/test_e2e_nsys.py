@@ -16,13 +16,13 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from testdata import ROOT
 
 from specscope.analysis.loader import load
 from specscope.cli_profile import doctor, profile
 from specscope.profiler import compat, discover
 from specscope.profiler.errors import ProfilerError
 
-ROOT = Path(__file__).resolve().parent.parent
 PROGRAM = ROOT / "scripts" / "cpu_fixture_program.py"
 PHASES = (
     "draft.prepare",

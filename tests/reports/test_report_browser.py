@@ -11,15 +11,13 @@ import importlib.util
 import os
 import shutil
 import struct
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from testdata import DATA, ROOT
 
 from specscope.cli_report import report_cmd
 
-ROOT = Path(__file__).parents[1]
-DATA = ROOT / "tests" / "data"
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 

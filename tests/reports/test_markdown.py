@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pandas as pd
 import pytest
 from click.testing import CliRunner
+from testdata import DATA
 
 from specscope.analysis.compare import compare_runs
 from specscope.analysis.runs import Run
@@ -22,7 +21,6 @@ from specscope.reports.markdown import (
     render,
 )
 
-DATA = Path(__file__).parent / "data"
 GAP_DE = "gap_us:draft_extend.replay->draft.replay"
 GAP_DV = "gap_us:draft.replay->verify.replay"
 

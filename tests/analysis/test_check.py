@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from click.testing import CliRunner
+from testdata import AFTER, BEFORE, GRAPH
 
 from specscope.analysis.thresholds import (
     Rule,
@@ -25,10 +26,6 @@ from specscope.analysis.thresholds import (
     pooled_summary,
 )
 from specscope.cli_compare import check_cmd
-
-DATA = Path(__file__).parent / "data"
-BEFORE, AFTER = DATA / "eagle_node_before.sqlite", DATA / "eagle_node_after.sqlite"
-GRAPH = DATA / "eagle_graph_before.sqlite"
 
 
 def summary(**columns) -> pd.DataFrame:
@@ -261,8 +258,3 @@ def test_check_reads_a_results_db_run(tmp_path: Path) -> None:
     r = invoke(f"{db}:1", "--thresholds", "eagle")
     assert r.exit_code == 0, r.output
     assert f"{db}:1: 11 steps, 7 rule(s)" in r.stdout
-
-
-def test_help_ends_with_an_example() -> None:
-    r = invoke("--help")
-    assert r.exit_code == 0 and "Example: specscope check" in r.stdout

@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from click.testing import CliRunner
+from testdata import AFTER, BEFORE, GRAPH
 
 from specscope.analysis.compare import (
     Direction,
@@ -32,9 +33,6 @@ from specscope.analysis.store import append_run
 from specscope.cli_compare import compare_cmd
 from specscope.errors import SpecscopeError
 
-DATA = Path(__file__).parent / "data"
-BEFORE, AFTER = DATA / "eagle_node_before.sqlite", DATA / "eagle_node_after.sqlite"
-GRAPH = DATA / "eagle_graph_before.sqlite"
 GAP_DE = "gap_us:draft_extend.replay->draft.replay"
 GAP_DV = "gap_us:draft.replay->verify.replay"
 

@@ -7,10 +7,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from testdata import DATA
 
 from specscope.analysis.loader import load
-
-DATA = Path(__file__).parent / "data"
 
 
 @pytest.mark.parametrize("name", ["eagle_node_before", "eagle_graph_before", "cpu_eagle_2023"])

@@ -1,0 +1,207 @@
+"""The loader on tiny hand-built exports: NVTX text styles, unclosed ranges, absent
+tables, launch matching within a process, and op columns that keep extreme values.
+
+The EAGLE-shaped export (``build_eagle``) and its hand-computed times are drawn in
+``tests/eagle_exports.py``; ``test_metrics.py`` lists the per-step values.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from eagle_exports import build_eagle
+from metric_values import PLAIN, assert_values, col
+
+from specscope.analysis.synthetic import SyntheticExport
+
+nan = math.nan
+
+
+# ---------------------------------------------------------------- NVTX text styles
+
+
+@pytest.mark.parametrize("style", ["push", "startend"])
+@pytest.mark.parametrize("text_style", ["text", "textId"])
+def test_nvtx_styles_give_the_same_metrics(analyze_x, style, text_style):
+    base = analyze_x(build_eagle(3)).metrics.frame
+    a = analyze_x(build_eagle(3, style=style, text_style=text_style))
+    pd.testing.assert_frame_equal(a.metrics.frame, base)
+    assert col(a, "gap_us:draft.replay->verify.replay") == pytest.approx([0.9] * 3)
+    assert set(a.trace.nvtx["event_type"]) == {59 if style == "push" else 60}
+
+
+def test_mixed_text_styles_in_one_export(analyze_x):
+    x = SyntheticExport()
+    x.range("step", 0, 1000, text_style="text")
+    x.range("step", 1000, 2000, text_style="textId")
+    x.range("step", 2000, 3000, style="startend", text_style="text")
+    a = analyze_x(x, PLAIN)
+    assert col(a, "cpu_step_us") == [1.0, 1.0, 1.0]
+
+
+def test_unclosed_ranges_are_ignored_and_counted(analyze_x):
+    x = build_eagle(3)
+    x.range("step", 50_000, None, domain="specscope")
+    x.range("draft.replay", 31_000, None, domain="specscope")
+    a = analyze_x(x)
+    assert a.trace.unclosed_ranges == 2
+    assert "2 NVTX range(s) never closed were ignored" in a.metrics.notes
+    pd.testing.assert_frame_equal(a.metrics.frame, analyze_x(build_eagle(3)).metrics.frame)
+
+
+# ---------------------------------------------------------------- absent tables
+
+
+def only_kernels() -> SyntheticExport:
+    x = SyntheticExport()
+    for k in range(2):
+        x.range("step", 1000 * k, 1000 * k + 900)
+        c = x.api("cudaLaunchKernel", 1000 * k, 1000 * k + 5)
+        x.kernel("k", 1000 * k + 100, 1000 * k + 200, c)
+    return x
+
+
+def only_memcpy() -> SyntheticExport:
+    x = SyntheticExport()
+    for k in range(2):
+        x.range("step", 1000 * k, 1000 * k + 900)
+        c = x.api("cudaMemcpyAsync", 1000 * k, 1000 * k + 5)
+        x.memcpy("dtoh", 4, 1000 * k + 100, 1000 * k + 200, c)
+    return x
+
+
+ABSENT_CASES = {
+    "no MEMCPY, no MEMSET table": (only_kernels, (), {"eager_kernels": [1, 1]}),
+    "empty MEMCPY and MEMSET tables": (
+        only_kernels,
+        ("CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET"),
+        {"eager_kernels": [1, 1]},
+    ),
+    "no KERNEL table": (only_memcpy, (), {"eager_kernels": [0, 0], "eager_memcpy_dtoh": [1, 1]}),
+}
+
+
+@pytest.mark.parametrize("build, empty, expected", ABSENT_CASES.values(), ids=ABSENT_CASES.keys())
+def test_absent_tables_are_zero_rows(write_export, build, empty, expected):
+    from specscope.analysis.run import analyze
+
+    a = analyze(write_export(build(), empty=empty), PLAIN)
+    assert a.metrics.unavailable == {}
+    assert_values(
+        a,
+        {
+            "window_us": [1.0, 0.1],
+            "busy_us": [0.1, 0.1],
+            "graph_kernels": [0, 0],
+            "graph_launches": [0, 0],
+            **expected,
+        },
+    )
+    f = a.metrics.frame
+    assert f[["eager_memcpy", "eager_memset", "eager_kernels"]].notna().all().all()
+
+
+def test_no_runtime_table_leaves_gpu_work_unprojected(analyze_x):
+    x = only_kernels()
+    x.rows["CUPTI_ACTIVITY_KIND_RUNTIME"] = []
+    a = analyze_x(x, PLAIN)
+    assert col(a, "cpu_step_us") == [0.9, 0.9]
+    assert a.metrics.frame["window_us"].isna().all()
+    assert "window_us" in a.metrics.unavailable
+
+
+# ---------------------------------------------------------------- launch matching and op columns
+
+
+def test_correlation_ids_match_within_a_process(analyze_x):
+    from specscope.analysis.synthetic import global_tid
+
+    x = SyntheticExport()
+    x.range("step", 0, 1000)
+    x.range("step", 1000, 2000)
+    c = x.api("cudaLaunchKernel", 10, 20)
+    x.kernel("mine", 100, 200, c)
+    # Process 200 reuses correlation id c for its own call and kernel; a third kernel of
+    # process 300 has id c and no API call at all.
+    name = x.string("cudaLaunchKernel_v7000")
+    x.rows["CUPTI_ACTIVITY_KIND_RUNTIME"].append((50, 60, 1, global_tid(200, 200), c, name, 0))
+    x.kernel("theirs", 300, 400, c, pid=200)
+    x.kernel("orphan", 500, 550, c, pid=300)
+    x.kernel("next", 1100, 1200, x.api("cudaLaunchKernel", 1010, 1020))
+    a = analyze_x(x, PLAIN)
+    assert_values(a, {"eager_kernels": [1, 1], "busy_us": [0.25, 0.1], "window_us": [1.0, 0.1]})
+    ops = a.trace.ops.set_index("name", drop=False)
+    assert ops.loc["theirs", ["pid", "api_tid", "api_start_ns"]].tolist() == [200, 200, 50]
+    assert ops.loc["mine", ["pid", "api_tid", "api_start_ns"]].tolist() == [100, 100, 10]
+    assert ops.loc["orphan", "api_tid"] == -1 and math.isnan(ops.loc["orphan", "api_start_ns"])
+
+
+@pytest.mark.parametrize("reader", ["adbc", "sqlite3"])
+def test_op_columns_keep_extreme_values(write_export, monkeypatch, reader):
+    """The loader reads ids packed in pairs (loader._OP_COLUMNS): values at the edges of their
+    ranges come back exactly, for every op kind and with both readers."""
+    from specscope.analysis.loader import load
+
+    if reader == "adbc":
+        pytest.importorskip("adbc_driver_sqlite")
+    monkeypatch.setenv("SPECSCOPE_SQLITE_READER", reader)
+    big_pid, big_stream, big_corr = 0xFFFFFF, 2**31 - 1, 2**37 + 5
+    x = SyntheticExport()
+    x.range("step", 0, 1000)
+    for i in range(300):  # push the kernel names' StringIds ids up
+        x.string(f"filler {i}")
+    c = x.api("cudaLaunchKernel", 10, 20, pid=big_pid)
+    x.kernel("k", 100, 200, c, device=7, stream=big_stream, pid=big_pid, graph_node=3,
+             demangled="void k<int>()")  # fmt: skip
+    x.memcpy("ptop", 2**40, 300, 400, big_corr, stream=0)
+    x.memset(2**33, 500, 600, 9, device=2**31 - 1, stream=1)
+    x.graph_replay(700, 800, 10, graph_id=123456, stream=65536)
+    ops = load(write_export(x)).ops.set_index("name")
+    cols = ["device_id", "stream_id", "pid", "correlation_id", "kind", "in_graph", "copy_kind",
+            "bytes", "full_name"]  # fmt: skip
+    got = {name: list(row) for name, row in ops[cols].astype(object).fillna("-").iterrows()}
+    assert got == {
+        "k": [7, big_stream, big_pid, c, "kernel", True, "-", 0, "void k<int>()"],
+        "[CUDA memcpy Peer-to-Peer]": [
+            0,
+            0,
+            100,
+            big_corr,
+            "memcpy",
+            False,
+            "other",
+            2**40,
+            "[CUDA memcpy Peer-to-Peer]",
+        ],  # fmt: skip
+        "[CUDA memset]": [2**31 - 1, 1, 100, 9, "memset", False, "-", 2**33, "[CUDA memset]"],
+        "[CUDA graph 123456]": [0, 65536, 100, 10, "graph", True, "-", 0, "[CUDA graph 123456]"],
+    }
+    assert ops.loc["k", "api_start_ns"] == 10
+    assert ops["device_id"].dtype == np.int32 and ops["stream_id"].dtype == np.int32
+
+
+@pytest.mark.parametrize(
+    "a_pids, dup",
+    [((100,), False), ((100,), True), ((100, 200), False)],
+    ids=["one process", "an id twice", "two processes"],
+)
+def test_launch_matching_against_a_dict(a_pids, dup):
+    """Each op's API call: the first call with its (pid, correlation id), none for id 0; the
+    id-indexed table (one process, unique ids) and the sorted search agree with a dict."""
+    from specscope.analysis.loader import _call_rows
+
+    rng = np.random.default_rng(7)
+    a_corr = rng.permutation(np.arange(1, 400))
+    if dup:
+        a_corr[10] = a_corr[20]
+    a_pid = rng.choice(a_pids, size=len(a_corr))
+    corr = rng.integers(0, 450, size=1000)  # some ids without a call, some 0
+    pid = rng.choice([100, 200, 300], size=len(corr)).astype(np.int32)
+    first: dict[tuple[int, int], int] = {}
+    for i, key in enumerate(zip(a_pid.tolist(), a_corr.tolist(), strict=True)):
+        first.setdefault(key, i)
+    expected = [first.get((p, c), -1) if c > 0 else -1 for p, c in zip(pid, corr, strict=True)]
+    assert _call_rows(a_pid, a_corr)(pid, corr).tolist() == expected
