@@ -23,8 +23,8 @@ import math
 import numpy as np
 import pandas as pd
 
+from specscope.analysis.catalog import unit
 from specscope.analysis.compare import Comparison, compare_runs, side_stats
-from specscope.analysis.metrics import unit
 from specscope.campaign.matrix import MODES
 from specscope.campaign.results import CampaignResults
 
