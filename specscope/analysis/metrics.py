@@ -50,6 +50,7 @@ import pandas as pd
 
 from specscope.analysis.catalog import API_CALLS, gpu_metrics
 from specscope.analysis.loader import COPY_KINDS, KINDS, CaptureMode, Trace
+from specscope.analysis.spec import anchor_pairs
 from specscope.analysis.steps import Steps, interval_index
 
 _GPU_METRICS = tuple(gpu_metrics())  # NaN without CUDA data (catalog: needs_cuda)
@@ -63,13 +64,6 @@ class StepMetrics:
     unavailable: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     window_start_ns: pd.Series | None = None  # per step: first start of its GPU work
-
-
-def anchor_pairs(anchors: tuple[str, ...]) -> list[str]:
-    """The expected ``A->B`` pairs of a cyclic anchor list (wrap-around pair included)."""
-    if len(anchors) < 2:
-        return [f"{anchors[0]}->{anchors[0]}"] if anchors else []
-    return [f"{a}->{b}" for a, b in zip(anchors[-1:] + anchors[:-1], anchors, strict=True)]
 
 
 def union_coverage(starts: np.ndarray, ends: np.ndarray):
