@@ -102,7 +102,7 @@ CATALOG: tuple[MetricInfo, ...] = (
     _m(f"api_calls:{{{_APIS}}}", "count", N, None, "api",
       meaning="CUDA API calls of that name started in the step range on its thread"),
     _m("cpu_step_us", "us", L, "Host time per step", "host", needs_cuda=False,
-      meaning="the step range on the host (NVTX alone; also for CPU-only exports)"),
+      meaning="duration of the step range on the host"),
     _m("cpu_us:R", "us", L, None, "host", needs_cuda=False,
       meaning="total duration of the ranges named R nested in the step on its thread"),
     _m("cpu_gap_us:A->B", "us", L, None, "host", needs_cuda=False,

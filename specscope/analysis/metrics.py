@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from specscope.analysis.catalog import API_CALLS, gpu_metrics
+from specscope.analysis.catalog import API_CALLS, gpu_metrics, unit  # noqa: F401 (unit: re-exported)
 from specscope.analysis.loader import COPY_KINDS, KINDS, CaptureMode, Trace
 from specscope.analysis.spec import anchor_pairs
 from specscope.analysis.steps import Steps, interval_index
