@@ -13,8 +13,6 @@ import click
 
 from specscope.cli_common import one_line_errors, spec_from_options, spec_options, warn
 
-DEFAULT_GAP = "gap_us:draft_extend.replay->draft.replay"
-
 
 def _command_line(head: list[str], labels: list[str], options: dict) -> str:
     """``head`` with ``--labels`` and the options that were given (None: left out)."""
@@ -41,13 +39,15 @@ def _command_line(head: list[str], labels: list[str], options: dict) -> str:
               show_default=True,
               help="Folder that gets a new <time>-report subfolder (never reused).")  # fmt: skip
 @spec_options
-@click.option("--gap", default=DEFAULT_GAP, show_default=True,
-              help="Gap metric that picks the median steps and aligns the timeline.")  # fmt: skip
+@click.option("--gap", default=None,
+              help="Gap metric that picks the median steps and aligns the timeline (default: "
+                   "the spec's [report] gap, else last anchor->first anchor).")  # fmt: skip
 @click.option("--lead", "lead_us", default=40.0, show_default=True,
               type=click.FloatRange(min=0),
               help="µs of timeline shown before the end of the gap's opening anchor.")  # fmt: skip
-@click.option("--highlight", default="fused_metadata_copy", show_default=True,
-              help="Regex of kernel names to mark on the timeline ('' for none).")  # fmt: skip
+@click.option("--highlight", default=None,
+              help="Regex of kernel names to mark on the timeline ('' for none; default: the "
+                   "spec's [report] highlight, else its counted kernels).")  # fmt: skip
 @click.option("--noise-floor", default=2.0, show_default=True, type=click.FloatRange(min=0),
               help="Relative change (%) below which a metric is 'no change'.")  # fmt: skip
 @click.option("--min-steps", default=20, show_default=True, type=click.IntRange(min=1),
@@ -66,9 +66,9 @@ def report_cmd(
     count_kernels: tuple[str, ...],
     pid: int | None,
     device: int | None,
-    gap: str,
+    gap: str | None,
     lead_us: float,
-    highlight: str,
+    highlight: str | None,
     noise_floor: float,
     min_steps: int,
     seed: int,
@@ -103,8 +103,14 @@ def report_cmd(
         names = ["Before", "After"]
     else:
         names = ["Before"] + [f"After {i}" for i in range(1, len(inputs))]
-    parse_gap(gap)
     spec = spec_from_options(preset, step_name, anchors, domain)
+    defaults = spec.report
+    gap_given, highlight_given = gap, highlight
+    gap = defaults.gap if gap is None else gap
+    if gap is None:
+        raise click.UsageError("give --gap: the spec has no anchors to take a default from")
+    highlight = defaults.highlight if highlight is None else highlight
+    parse_gap(gap)
     kw = {"skip": skip, "pid": pid, "device": device, "count_kernels": tuple(count_kernels)}
 
     resolved = [resolve_input(ref, spec, **kw) for ref in inputs]
@@ -134,9 +140,9 @@ def report_cmd(
         "--count-kernels": count_kernels,
         "--pid": pid,
         "--device": device,
-        "--gap": gap if gap != DEFAULT_GAP else None,
+        "--gap": gap_given if gap_given != defaults.gap else None,
         "--lead": lead_us if lead_us != 40.0 else None,
-        "--highlight": highlight if highlight != "fused_metadata_copy" else None,
+        "--highlight": highlight_given if highlight_given != defaults.highlight else None,
         "--noise-floor": noise_floor if noise_floor != 2.0 else None,
         "--min-steps": min_steps if min_steps != 20 else None,
         "--seed": seed or None,

@@ -21,7 +21,7 @@ not depend on which other metrics are compared.
     CI contains 0                       -> no change
     |rel_change_pct| < noise_floor_pct  -> no change          (default 2 %)
     |abs_change| <= run-to-run spread   -> no change          (either side, when it has >= 2 runs)
-    otherwise, by the metric's direction (:func:`direction`):
+    otherwise, by the metric's direction (its entry in :mod:`specscope.analysis.catalog`):
       lower is better   -> improved if it went down, else regressed
       higher is better  -> improved if it went up, else regressed
       neutral           -> changed
@@ -41,21 +41,13 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from specscope.analysis.metrics import unit
+from specscope.analysis.catalog import Direction, direction, unit
 from specscope.analysis.runs import Run
 from specscope.errors import SpecscopeError
 
 
 class IncomparableError(SpecscopeError):
     """The two sides cannot be compared (e.g. node-mode against graph-mode captures)."""
-
-
-class Direction(str, enum.Enum):
-    """Which way a metric improves."""
-
-    LOWER = "lower"  # lower is better
-    HIGHER = "higher"  # higher is better
-    NEUTRAL = "neutral"  # a change is reported, never judged
 
 
 class Verdict(str, enum.Enum):
@@ -65,45 +57,6 @@ class Verdict(str, enum.Enum):
     NO_CHANGE = "no change"
     INCONCLUSIVE = "inconclusive"  # too few steps on a side
     UNAVAILABLE = "unavailable"  # no value on a side (e.g. kernels in graph mode)
-
-
-# Exact names first, then prefixes; anything else is neutral.
-_DIRECTIONS = {
-    "window_us": Direction.LOWER,
-    "idle_us": Direction.LOWER,
-    "busy_us": Direction.NEUTRAL,  # GPU work moved around; judge idle and window instead
-    "occupancy_pct": Direction.HIGHER,
-    "eager_memset": Direction.LOWER,
-    "cpu_step_us": Direction.LOWER,
-    "eager_kernels": Direction.NEUTRAL,
-    "graph_kernels": Direction.NEUTRAL,
-    "graph_launches": Direction.NEUTRAL,
-}
-_PREFIX_DIRECTIONS = (
-    ("eager_memcpy", Direction.LOWER),  # counts by direction and bytes too
-    ("gap_us:", Direction.LOWER),
-    ("cpu_gap_us:", Direction.LOWER),
-    ("cpu_us:", Direction.LOWER),
-    ("kernels:", Direction.LOWER),  # the spec counts kernels it wants gone (copy kernels)
-    ("api_calls:", Direction.NEUTRAL),
-)
-
-
-def direction(metric: str) -> Direction:
-    """Which way ``metric`` improves.
-
-    Lower is better: ``idle_us``, ``window_us``, gaps (``gap_us:*``, ``cpu_gap_us:*``), eager
-    memcpys and memsets (``eager_memcpy*``, ``eager_memset``), counted kernels (``kernels:*``),
-    host time (``cpu_step_us``, ``cpu_us:*``). Higher is better: ``occupancy_pct``. Neutral
-    (changed / no change): ``busy_us``, ``eager_kernels``, ``graph_kernels``, ``graph_launches``,
-    ``api_calls:*`` and any metric not listed.
-    """
-    if metric in _DIRECTIONS:
-        return _DIRECTIONS[metric]
-    for prefix, d in _PREFIX_DIRECTIONS:
-        if metric.startswith(prefix):
-            return d
-    return Direction.NEUTRAL
 
 
 # ---------------------------------------------------------------------------- comparability

@@ -34,6 +34,8 @@ occurs more than once in a step, the first occurrence is reported.
 collectives, waiting for the others included),
 ``api_calls:NAME`` (CUDA API calls of that name started inside the step range on its thread).
 
+Units, directions and PR names of these metrics: :mod:`specscope.analysis.catalog`.
+
 **Host side** (NVTX only, reported even without CUDA data): ``cpu_step_us`` (the step range),
 ``cpu_us:R`` (total duration of the ranges named R nested in the step on its thread).
 """
@@ -46,37 +48,12 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from specscope.analysis.catalog import API_CALLS, gpu_metrics, unit  # noqa: F401 (unit: re-exported)
 from specscope.analysis.loader import COPY_KINDS, KINDS, CaptureMode, Trace
+from specscope.analysis.spec import anchor_pairs
 from specscope.analysis.steps import Steps, interval_index
 
-API_CALLS = ("cudaMemcpyAsync", "cudaLaunchKernel", "cudaGraphLaunch")
-_GPU_METRICS = (
-    "window_us",
-    "busy_us",
-    "idle_us",
-    "occupancy_pct",
-    "eager_memcpy",
-    "eager_memcpy_htod",
-    "eager_memcpy_dtoh",
-    "eager_memcpy_dtod",
-    "eager_memcpy_other",
-    "eager_memcpy_bytes",
-    "eager_memset",
-    "eager_kernels",
-    "graph_kernels",
-    "graph_launches",
-)
-
-
-def unit(metric: str) -> str:
-    """The unit of a metric, from its name."""
-    if metric == "occupancy_pct":
-        return "%"
-    if metric == "eager_memcpy_bytes":
-        return "B"
-    if metric.split(":")[0].endswith("_us"):
-        return "us"
-    return "count"
+_GPU_METRICS = tuple(gpu_metrics())  # NaN without CUDA data (catalog: needs_cuda)
 
 
 @dataclass
@@ -87,13 +64,6 @@ class StepMetrics:
     unavailable: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     window_start_ns: pd.Series | None = None  # per step: first start of its GPU work
-
-
-def anchor_pairs(anchors: tuple[str, ...]) -> list[str]:
-    """The expected ``A->B`` pairs of a cyclic anchor list (wrap-around pair included)."""
-    if len(anchors) < 2:
-        return [f"{anchors[0]}->{anchors[0]}"] if anchors else []
-    return [f"{a}->{b}" for a, b in zip(anchors[-1:] + anchors[:-1], anchors, strict=True)]
 
 
 def union_coverage(starts: np.ndarray, ends: np.ndarray):

@@ -8,12 +8,28 @@ given on the command line. A spec names
   (for EAGLE: the three graph replays);
 - ``domain``: the NVTX domain of those ranges (``None``: any domain);
 - ``count_kernels``: regexes; each adds a ``kernels:PATTERN`` count per step.
+
+A preset may also carry a ``[report]`` table, what reports show by default for it
+(:class:`ReportDefaults`): ``gap`` (the gap metric that picks the median steps and aligns the
+timeline), ``rows`` (the rows of the PR table), ``highlight`` (regex of kernel names marked on
+the timeline) and ``[report.names]`` (PR names of single metrics, e.g. one gap). A spec matches
+a preset when its step, anchors and domain are the preset's (so a spec given by hand or read
+back from a results database gets the preset's defaults too). Otherwise, and for every key a
+``[report]`` table leaves out, the defaults are derived from the spec (:func:`derived_report`):
+
+- ``gap``: the last anchor -> the first anchor (the cross-step pair; none without anchors);
+- ``rows``: every ``gap_us:A->B`` of the anchors, ``idle_us``, ``kernels:P`` for each counted
+  kernel pattern, ``eager_memcpy``;
+- ``highlight``: the counted kernel patterns joined with ``|`` (none without any);
+- ``names``: none (metrics show the catalog's label or their own name).
 """
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from functools import cache
 from importlib import resources
 
 from specscope.errors import SpecError
@@ -22,6 +38,26 @@ if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
     import tomli as tomllib
+
+
+DEFAULT_PRESET = "eagle"  # the spec of the CLI when none is given
+
+
+def anchor_pairs(anchors: tuple[str, ...]) -> list[str]:
+    """The expected ``A->B`` pairs of a cyclic anchor list (wrap-around pair included)."""
+    if len(anchors) < 2:
+        return [f"{anchors[0]}->{anchors[0]}"] if anchors else []
+    return [f"{a}->{b}" for a, b in zip(anchors[-1:] + anchors[:-1], anchors, strict=True)]
+
+
+@dataclass(frozen=True)
+class ReportDefaults:
+    """What reports show for a spec unless told otherwise (module doc)."""
+
+    gap: str | None  # e.g. gap_us:A->B; None: the spec has no anchors
+    rows: tuple[str, ...]
+    highlight: str | None
+    names: Mapping[str, str] = field(default_factory=dict, hash=False)
 
 
 @dataclass(frozen=True)
@@ -43,6 +79,62 @@ class StepSpec:
             "count_kernels": list(self.count_kernels),
         }
 
+    @property
+    def report(self) -> ReportDefaults:
+        """The report defaults of this spec: its preset's ``[report]``, else derived."""
+        return report_defaults(self)
+
+
+def spec_from_dict(data: Mapping) -> StepSpec | None:
+    """The spec of :meth:`StepSpec.to_dict` (e.g. a run's), or None without a step."""
+    if not data or not data.get("step"):
+        return None
+    return StepSpec(
+        step=data["step"],
+        anchors=tuple(data.get("anchors") or ()),
+        domain=data.get("domain"),
+        count_kernels=tuple(data.get("count_kernels") or ()),
+    )
+
+
+def derived_report(spec: StepSpec | None) -> ReportDefaults:
+    """The report defaults derived from ``spec`` alone (module doc); generic for None."""
+    if spec is None:
+        return ReportDefaults(None, ("idle_us", "eager_memcpy"), None)
+    pairs = anchor_pairs(spec.anchors)
+    return ReportDefaults(
+        gap=f"gap_us:{pairs[0]}" if pairs else None,
+        rows=(
+            *(f"gap_us:{p}" for p in pairs),
+            "idle_us",
+            *(f"kernels:{k}" for k in spec.count_kernels),
+            "eager_memcpy",
+        ),
+        highlight="|".join(spec.count_kernels) or None,
+    )
+
+
+def report_defaults(spec: StepSpec | None) -> ReportDefaults:
+    """The ``[report]`` table of the preset ``spec`` matches, completed by
+    :func:`derived_report`; that alone when it matches none."""
+    derived = derived_report(spec)
+    if spec is None:
+        return derived
+    for name in presets():
+        preset, table = _preset(name)
+        if (preset.step, preset.anchors, preset.domain) == (spec.step, spec.anchors, spec.domain):
+            return replace(derived, **table)
+    return derived
+
+
+@cache
+def known_names() -> Mapping[str, str]:
+    """The PR names of metrics from every shipped preset's ``[report.names]``."""
+    names: dict[str, str] = {}
+    for name in presets():
+        names.update(_preset(name)[1].get("names", {}))
+    return names
+
 
 def presets() -> list[str]:
     """Names of the presets that ship with the package."""
@@ -59,10 +151,27 @@ def load_preset(name: str) -> StepSpec:
     path = resources.files("specscope") / "presets" / f"{name}.toml"
     if name not in presets() or not path.is_file():
         raise SpecError(f"unknown preset {name!r}; known presets: {', '.join(presets())}")
+    return _preset(name)[0]
+
+
+_REPORT_KEYS = {"gap": str, "rows": list, "highlight": str, "names": dict}
+
+
+@cache
+def _preset(name: str) -> tuple[StepSpec, dict]:
+    """The spec of the shipped preset ``name`` and its ``[report]`` values (rows a tuple)."""
+    path = resources.files("specscope") / "presets" / f"{name}.toml"
     data = tomllib.loads(path.read_text())
-    return StepSpec(
+    spec = StepSpec(
         step=data["step"],
         anchors=tuple(data.get("anchors", ())),
         domain=data.get("domain"),
         count_kernels=tuple(data.get("count_kernels", ())),
     )
+    table = dict(data.get("report", {}))
+    for key, value in table.items():
+        if not isinstance(value, _REPORT_KEYS.get(key, ())):
+            raise SpecError(f"preset {name!r}: [report] {key} is unknown or of the wrong type")
+    if "rows" in table:
+        table["rows"] = tuple(table["rows"])
+    return spec, table

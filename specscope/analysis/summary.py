@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from specscope.analysis.catalog import unit
 from specscope.analysis.loader import Trace
-from specscope.analysis.metrics import StepMetrics, unit
+from specscope.analysis.metrics import StepMetrics
 from specscope.analysis.steps import Steps
 
 STATS = ("n", "mean", "p10", "p50", "p90", "min", "max")

@@ -34,7 +34,8 @@ from xml.etree import ElementTree as ET
 
 import pandas as pd
 
-from specscope.analysis.metrics import StepMetrics, unit
+from specscope.analysis.catalog import unit
+from specscope.analysis.metrics import StepMetrics
 from specscope.analysis.summary import STATS, summarize
 from specscope.errors import SpecscopeError
 

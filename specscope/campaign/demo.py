@@ -21,7 +21,7 @@ from pathlib import Path
 from specscope.analysis.compare import Comparison, compare_runs
 from specscope.analysis.inputs import ReportInput, run_from_analysis
 from specscope.analysis.run import analyze
-from specscope.analysis.spec import load_preset
+from specscope.analysis.spec import DEFAULT_PRESET, load_preset
 from specscope.checksum import sha256_file
 from specscope.errors import SpecscopeError
 
@@ -32,7 +32,6 @@ EXAMPLES = (  # label, file under examples/exports/ (the first is the baseline)
     ("draft_alias", "bs1-node-draft_alias.sqlite.xz"),
 )
 FALLBACK = (("before", "eagle_node_before.sqlite"), ("after", "eagle_node_after.sqlite"))
-GAP = "gap_us:draft_extend.replay->draft.replay"
 
 
 @dataclass
@@ -81,7 +80,7 @@ def run_demo(out: Path, examples: Path | None = None) -> Demo:
     from specscope.reports.report import new_report_dir, write_report
 
     found, fallback = find_examples(examples)
-    spec = load_preset("eagle")
+    spec = load_preset(DEFAULT_PRESET)
     min_steps = 5 if fallback else 20  # the fixtures hold 12 steps, the examples 30
     with tempfile.TemporaryDirectory(prefix="specscope-demo-") as d:
         inputs = []
@@ -98,7 +97,8 @@ def run_demo(out: Path, examples: Path | None = None) -> Demo:
             )
             for k, i in enumerate(inputs[1:], 1)
         ]
-        views = [median_step_view(i.analysis, GAP, highlight="fused_metadata_copy") for i in inputs]
+        shown = spec.report  # the preset's gap and highlighted kernels
+        views = [median_step_view(i.analysis, shown.gap, highlight=shown.highlight) for i in inputs]
         folder = new_report_dir(Path(out))
         refs = " ".join(str(p) for _, p in found)
         commands = [
@@ -112,8 +112,8 @@ def run_demo(out: Path, examples: Path | None = None) -> Demo:
             labels,
             comparisons,
             views,
-            gap=GAP,
+            gap=shown.gap,
             commands=commands,
-            highlight="fused_metadata_copy",
+            highlight=shown.highlight,
         )
     return Demo(folder / "report.html", comparisons, [p for _, p in found], fallback)

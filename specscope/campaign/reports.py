@@ -17,11 +17,11 @@ from pathlib import Path
 
 import sqlite_utils
 
+from specscope.analysis.spec import load_preset
 from specscope.campaign import tables
 from specscope.campaign.results import CampaignResults
 from specscope.reports.overview import overview_markdown
 
-DEFAULT_GAP = "gap_us:draft_extend.replay->draft.replay"
 OVERVIEW = "overview.md"
 
 
@@ -55,20 +55,23 @@ def provenance(res: CampaignResults) -> str:
 
 
 def write_report_for(
-    res: CampaignResults, cell: str, mode: str, comps: list, out: Path, gap: str = DEFAULT_GAP
+    res: CampaignResults, cell: str, mode: str, comps: list, out: Path, gap: str | None = None
 ) -> Path:
-    """One ``specscope report`` folder for ``cell`` in ``mode``; returns its report.html."""
+    """One ``specscope report`` folder for ``cell`` in ``mode``; returns its report.html.
+    ``gap`` and the highlighted kernels: the campaign preset's report defaults unless given."""
     from specscope.analysis.composition import median_step_view
     from specscope.reports.report import new_report_dir, write_report
 
     c = res.campaign
+    defaults = load_preset(c.preset).report
+    gap = gap or defaults.gap
     labels = [v for v in c.variants if res.inputs.get((cell, mode, v))]
     inputs = [res.inputs[(cell, mode, v)][0] for v in labels]
     comps = [x for x in comps if x.labels[1] in labels]
     views = []
     for i in inputs:
         try:
-            views.append(median_step_view(i.analysis, gap, highlight="fused_metadata_copy"))
+            views.append(median_step_view(i.analysis, gap, highlight=defaults.highlight))
         except Exception:  # a view that cannot be drawn must not cost the other figures
             views.append(None)
     folder = new_report_dir(out / "reports" / f"{cell}-{mode}")
@@ -89,7 +92,7 @@ def write_report_for(
         views,
         gap=gap,
         commands=commands,
-        highlight="fused_metadata_copy",
+        highlight=defaults.highlight,
     )
     return folder / "report.html"
 
@@ -119,7 +122,7 @@ def write_campaign_reports(
     variant = c.variants[-1]
     target = None
     if len(c.variants) > 1:
-        target = tables.targets(rows, target_cell, variant, c.baseline)
+        target = tables.targets(rows, target_cell, variant, c.baseline, load_preset(c.preset))
     text = overview_markdown(
         f"Campaign {c.name}: overview",
         provenance(res),

@@ -23,17 +23,13 @@ import math
 import numpy as np
 import pandas as pd
 
+from specscope.analysis.catalog import unit
 from specscope.analysis.compare import Comparison, compare_runs, side_stats
-from specscope.analysis.metrics import unit
+from specscope.analysis.spec import DEFAULT_PRESET, StepSpec, anchor_pairs, load_preset
 from specscope.campaign.matrix import MODES
 from specscope.campaign.results import CampaignResults
+from specscope.reports.style import pretty_gap
 
-GAPS = (
-    "gap_us:draft_extend.replay->draft.replay",
-    "gap_us:draft.replay->verify.replay",
-    "gap_us:verify.replay->draft_extend.replay",
-)
-COPY_KERNELS = "kernels:fused_metadata_copy"
 UNPROFILED = ("unprofiled-nvtx-on", "unprofiled-nvtx-off")
 RUN_METRICS = {  # specscope run --json field -> unit
     "step_ms_p50": "ms",
@@ -42,18 +38,27 @@ RUN_METRICS = {  # specscope run --json field -> unit
 }
 STAT_COLUMNS = ["unit", "n", "runs", "p10", "p50", "p90", "spread"]
 
-# The overview's columns: (label, mode, metric); the label names the mode.
-OVERVIEW_COLUMNS = (
-    ("idle µs/step [graph]", "graph", "idle_us"),
-    ("draft-extend→draft µs [graph]", "graph", GAPS[0]),
-    ("draft→verify µs [graph]", "graph", GAPS[1]),
-    ("verify→draft-extend µs [graph]", "graph", GAPS[2]),
-    ("eager memcpys/step [graph]", "graph", "eager_memcpy"),
-    ("copy kernels/step [node]", "node", COPY_KERNELS),
+# The overview's columns beyond the spec's own (idle, gaps, copies, counted kernels): (label,
+# mode, metric); the label names the mode.
+RUN_COLUMNS = (
     ("tok/s/request [unprofiled]", "unprofiled-nvtx-on", "tok_per_s_per_request"),
     ("step ms p50 [unprofiled]", "unprofiled-nvtx-on", "step_ms_p50"),
     ("draft metadata MB [allocator]", "unprofiled-nvtx-on", "draft_metadata_bytes"),
 )
+
+
+def _gaps(spec: StepSpec) -> list[str]:
+    return [f"gap_us:{p}" for p in anchor_pairs(spec.anchors)]
+
+
+def overview_columns(spec: StepSpec) -> list[tuple[str, str, str]]:
+    """The overview's columns, (label, mode, metric): idle, every gap of ``spec`` (named by its
+    PR name), eager memcpys [graph], each counted kernel pattern [node], :data:`RUN_COLUMNS`."""
+    cols = [("idle µs/step [graph]", "graph", "idle_us")]
+    cols += [(f"{pretty_gap(g).replace(' → ', '→')} µs [graph]", "graph", g) for g in _gaps(spec)]
+    cols.append(("eager memcpys/step [graph]", "graph", "eager_memcpy"))
+    cols += [("copy kernels/step [node]", "node", f"kernels:{k}") for k in spec.count_kernels]
+    return [*cols, *RUN_COLUMNS]
 
 
 def _values_row(values: list[float], unit_name: str) -> dict:
@@ -118,13 +123,13 @@ def _order(res: CampaignResults) -> tuple[list[str], list[str]]:
 
 
 def overview(res: CampaignResults, rows: pd.DataFrame) -> pd.DataFrame:
-    """Cell x variant -> the :data:`OVERVIEW_COLUMNS` medians (NaN: not measured)."""
+    """Cell x variant -> the :func:`overview_columns` medians (NaN: not measured)."""
     p50 = _p50(rows)
     cells, variants = _order(res)
     index = pd.MultiIndex.from_product([cells, variants], names=["cell", "variant"])
     data = {
         label: [p50.get((cell, v, mode, metric), math.nan) for cell, v in index]
-        for label, mode, metric in OVERVIEW_COLUMNS
+        for label, mode, metric in overview_columns(load_preset(res.campaign.preset))
     }
     frame = pd.DataFrame(data, index=index)
     frame["draft metadata MB [allocator]"] /= 1e6
@@ -134,11 +139,12 @@ def overview(res: CampaignResults, rows: pd.DataFrame) -> pd.DataFrame:
 def inflation(res: CampaignResults, rows: pd.DataFrame) -> pd.DataFrame:
     """Per (cell, variant, metric) for the gaps and idle: graph and node medians, node/graph."""
     p50 = _p50(rows)
+    gaps = _gaps(load_preset(res.campaign.preset))
     cells, variants = _order(res)
     out = []
     for cell in cells:
         for v in variants:
-            for metric in (*GAPS, "idle_us"):
+            for metric in (*gaps, "idle_us"):
                 g = p50.get((cell, v, "graph", metric), math.nan)
                 n = p50.get((cell, v, "node", metric), math.nan)
                 if math.isnan(g) and math.isnan(n):
@@ -186,24 +192,49 @@ def overhead(res: CampaignResults, rows: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
-# Issue 8's targets for draft_alias against ordinary: (name, mode, metric, kind, goal).
+# Issue 8's targets for draft_alias against ordinary, beyond those on the PR table's copy
+# kernels and gaps (:func:`target_rows`): (name, mode, metric, kind, goal).
 # kind "value": the variant's median must be <= goal; "ratio": variant / baseline <= goal.
-TARGETS = (
-    ("copy kernels per step", "node", COPY_KERNELS, "value", 0.0),
+MEMCPY_TARGETS = (
     ("eager memcpys per step", "graph", "eager_memcpy", "ratio", 0.4),
     ("GPU idle per step", "graph", "idle_us", "ratio", 0.6),
-    ("gap draft-extend → draft", "graph", GAPS[0], "ratio", 0.5),
-    ("gap draft → verify", "graph", GAPS[1], "ratio", 0.5),
-    ("draft metadata memory", "unprofiled-nvtx-on", "draft_metadata_bytes", "ratio", 0.3),
+)
+MEMORY_TARGET = (
+    "draft metadata memory",
+    "unprofiled-nvtx-on",
+    "draft_metadata_bytes",
+    "ratio",
+    0.3,
 )
 
 
-def targets(rows: pd.DataFrame, cell: str, variant: str, baseline: str) -> pd.DataFrame:
-    """Each :data:`TARGETS` row for ``variant`` against ``baseline`` in ``cell``: the two medians,
-    the measured value (the variant's median or the ratio), the goal and whether it is met."""
+def _family(metrics: tuple[str, ...], head: str) -> list[str]:
+    return [m for m in metrics if m.startswith(f"{head}:")]
+
+
+def target_rows(spec: StepSpec) -> list[tuple[str, str, str, str, float]]:
+    """The targets: no counted kernel of the spec's PR rows left [node], eager memcpys and idle
+    (:data:`MEMCPY_TARGETS`), each gap of the PR rows at most half the baseline's [graph], and
+    :data:`MEMORY_TARGET`."""
+    rows = spec.report.rows
+    kernels = [
+        ("copy kernels per step", "node", m, "value", 0.0) for m in rows if m.startswith("kernels:")
+    ]
+    gaps = [
+        (f"gap {pretty_gap(m)}", "graph", m, "ratio", 0.5) for m in rows if m.startswith("gap_us:")
+    ]
+    return [*kernels, *MEMCPY_TARGETS, *gaps, MEMORY_TARGET]
+
+
+def targets(
+    rows: pd.DataFrame, cell: str, variant: str, baseline: str, spec: StepSpec | None = None
+) -> pd.DataFrame:
+    """Each :func:`target_rows` row of ``spec`` (default: the default preset) for ``variant``
+    against ``baseline`` in ``cell``: the two medians, the measured value (the variant's median
+    or the ratio), the goal and whether it is met."""
     p50 = _p50(rows)
     out = []
-    for name, mode, metric, kind, goal in TARGETS:
+    for name, mode, metric, kind, goal in target_rows(spec or load_preset(DEFAULT_PRESET)):
         b = p50.get((cell, baseline, mode, metric), math.nan)
         a = p50.get((cell, variant, mode, metric), math.nan)
         value = a if kind == "value" else (a / b if b else math.nan)

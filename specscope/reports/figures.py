@@ -20,6 +20,7 @@ import pandas as pd  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 
+from specscope.analysis.catalog import CATALOG, find, unit  # noqa: E402
 from specscope.analysis.composition import COMPOSITION  # noqa: E402
 from specscope.reports.markdown import display_name  # noqa: E402
 from specscope.reports.style import (  # noqa: E402
@@ -35,15 +36,15 @@ _UNIT_LABEL = {"us": "µs", "count": "count per step", "%": "%", "B": "bytes per
 
 
 def plotted_metrics(frames: Sequence[pd.DataFrame]) -> list[str]:
-    """The gaps, ``idle_us`` and ``eager_memcpy``: those with a value in some input."""
+    """The metrics the catalog marks ``plotted`` that have a value in some input: members of
+    parametrised families (the gaps) first, in column order, then the others in catalog order."""
     cols = list(dict.fromkeys(c for f in frames for c in f.columns))
-    wanted = [c for c in cols if c.startswith("gap_us:")] + ["idle_us", "eager_memcpy"]
-    return [m for m in wanted if any(m in f and f[m].notna().any() for f in frames)]
+    family = [c for c in cols if (e := find(c)) and e.plotted and e.parametrised]
+    single = [e.pattern for e in CATALOG if e.plotted and not e.parametrised]
+    return [m for m in family + single if any(m in f and f[m].notna().any() for f in frames)]
 
 
 def _unit(metric: str) -> str:
-    from specscope.analysis.metrics import unit
-
     return _UNIT_LABEL.get(unit(metric), unit(metric))
 
 
@@ -135,7 +136,7 @@ def distributions_figure(frames: Sequence[pd.DataFrame], labels: Sequence[str], 
 
 def steps_figure(frames: Sequence[pd.DataFrame], labels: Sequence[str], path: Path) -> Path:
     """Idle µs and the gaps over the step number, one line per input (stability, warm-up)."""
-    metrics = [m for m in plotted_metrics(frames) if m != "eager_memcpy"]
+    metrics = [m for m in plotted_metrics(frames) if unit(m) != "count"]
     title = "Per-step values over the capture (step number as in the trace; warm-up skipped)"
     if not metrics:
         return _empty(path, title, "no gap or idle values in any input")

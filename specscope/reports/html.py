@@ -15,7 +15,7 @@ from importlib.metadata import PackageNotFoundError, version
 import jinja2
 
 from specscope.analysis.compare import Comparison
-from specscope.reports.markdown import DEFAULT_ROWS, display_name, format_change, format_value
+from specscope.reports.markdown import default_rows, display_name, format_change, format_value
 
 _UNITS = {"us": "µs", "count": "count", "%": "%", "B": "B"}
 
@@ -39,7 +39,8 @@ def _side(p50: float, p10: float, p90: float, n: float, unit: str) -> str:
 def comparison_rows(c: Comparison) -> list[dict]:
     """One dict of display strings per metric of ``c.metrics``; the PR table's rows first."""
     rows = []
-    order = [m for m in DEFAULT_ROWS if m in c.metrics.index]
+    pr_rows = default_rows([c])
+    order = [m for m in pr_rows if m in c.metrics.index]
     order += [m for m in c.metrics.index if m not in order]
     for metric in order:
         r = c.metrics.loc[metric]
@@ -56,7 +57,7 @@ def comparison_rows(c: Comparison) -> list[dict]:
             {
                 "metric": metric,
                 "name": display_name(metric),
-                "pr": metric in DEFAULT_ROWS,
+                "pr": metric in pr_rows,
                 "unit": _UNITS.get(u, u),
                 "before": _side(
                     r["before_p50"], r["before_p10"], r["before_p90"], r["before_n"], u

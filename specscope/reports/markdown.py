@@ -20,43 +20,35 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from specscope.analysis import catalog
 from specscope.analysis.compare import Comparison
 from specscope.analysis.runs import Run
-
-# The one mapping from metric names to the names people write in PRs; others show raw.
-DISPLAY_NAMES = {
-    "gap_us:draft_extend.replay->draft.replay": "Gap: draft-extend → draft",
-    "gap_us:draft.replay->verify.replay": "Gap: draft → verify",
-    "gap_us:verify.replay->draft_extend.replay": "Gap: verify → draft-extend",
-    "idle_us": "GPU idle per step",
-    "busy_us": "GPU busy per step",
-    "window_us": "GPU time per step",
-    "occupancy_pct": "GPU occupancy",
-    "kernels:fused_metadata_copy": "fused_metadata_copy_kernel per step",
-    "eager_memcpy": "Eager memcpys per step",
-    "eager_memcpy_bytes": "Eager memcpy bytes per step",
-    "eager_memset": "Eager memsets per step",
-    "eager_kernels": "Eager kernels per step",
-    "graph_kernels": "Graph kernels per step",
-    "graph_launches": "Graph launches per step",
-    "cpu_step_us": "Host time per step",
-}
-
-# The rows of the table users paste into PRs (the default of --format markdown).
-DEFAULT_ROWS = (
-    "gap_us:draft_extend.replay->draft.replay",
-    "gap_us:draft.replay->verify.replay",
-    "idle_us",
-    "kernels:fused_metadata_copy",
-    "eager_memcpy",
+from specscope.analysis.spec import (
+    DEFAULT_PRESET,
+    known_names,
+    load_preset,
+    report_defaults,
+    spec_from_dict,
 )
+
+# The rows of the table users paste into PRs for the default preset (kept for callers; a
+# comparison's own default rows are its spec's: :func:`default_rows`).
+DEFAULT_ROWS = load_preset(DEFAULT_PRESET).report.rows
 _UNITS = {"us": "µs", "%": "%", "B": "B", "count": ""}
 MINUS = "\u2212"
 
 
 def display_name(metric: str) -> str:
-    """The PR name of ``metric`` (:data:`DISPLAY_NAMES`), else the metric name itself."""
-    return DISPLAY_NAMES.get(metric, metric)
+    """The PR name of ``metric``: a preset's ``[report.names]``, else the catalog's label, else
+    the metric name itself."""
+    return known_names().get(metric) or catalog.label(metric) or metric
+
+
+def default_rows(comparisons: Sequence[Comparison]) -> tuple[str, ...]:
+    """The PR table's default rows: the report defaults of the baseline run's spec
+    (:func:`specscope.analysis.spec.report_defaults`)."""
+    runs = comparisons[0].before
+    return report_defaults(spec_from_dict(runs[0].spec) if runs else None).rows
 
 
 def _signed(text: str) -> str:
@@ -93,12 +85,12 @@ def _rows(comparisons: Sequence[Comparison], metrics: Sequence[str] | None) -> l
     for c in comparisons[1:]:
         present += [m for m in c.metrics.index if m not in present]
     if metrics is None:
-        return [m for m in DEFAULT_ROWS if m in present] or present
+        return [m for m in default_rows(comparisons) if m in present] or present
     return list(metrics)
 
 
 def markdown_table(comparisons: Sequence[Comparison], metrics: Sequence[str] | None = None) -> str:
-    """The table: rows ``metrics`` (default :data:`DEFAULT_ROWS` present in the comparison)."""
+    """The table: rows ``metrics`` (default: :func:`default_rows` present in the comparison)."""
     first = comparisons[0]
     header = ["Metric", first.labels[0]]
     for c in comparisons:

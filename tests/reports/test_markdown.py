@@ -10,6 +10,7 @@ from testdata import DATA
 
 from specscope.analysis.compare import compare_runs
 from specscope.analysis.runs import Run
+from specscope.analysis.spec import load_preset
 from specscope.cli_compare import compare_cmd
 from specscope.reports.markdown import (
     DEFAULT_ROWS,
@@ -42,7 +43,7 @@ def side(source: str, commit: str | None, **medians: float) -> Run:
         capture_mode="node",
         gpu="NVIDIA H200",
         nsys_version="2025.3.2.0",
-        spec={"step": "step"},
+        spec=load_preset("eagle").to_dict(),  # its [report] rows are the default rows
         skip=2,
         commit=commit,
     )
