@@ -20,9 +20,11 @@ from specscope.analysis.summary import totals
 
 DATA = Path(__file__).parent / "data"
 H200 = ["eagle_node_before", "eagle_node_after", "eagle_graph_before"]
+# every export of tests/data/graphs/ (graph and node mode, no NVTX, two processes, eager loop)
+GRAPHS = [f"graphs/{p.stem}" for p in sorted((DATA / "graphs").glob("*.sqlite"))]
 
 
-@pytest.mark.parametrize("name", H200)
+@pytest.mark.parametrize("name", H200 + GRAPHS)
 def test_kernel_totals_equal_nsys_stats(name: str) -> None:
     ours = totals(load(DATA / f"{name}.sqlite"))["kernels"]
     stats = pd.read_csv(DATA / f"{name}_cuda_gpu_kern_sum.csv").set_index("Name")
@@ -32,7 +34,7 @@ def test_kernel_totals_equal_nsys_stats(name: str) -> None:
         assert ours.loc[kernel, "total_ns"] == row["Total Time (ns)"], kernel
 
 
-@pytest.mark.parametrize("name", H200)
+@pytest.mark.parametrize("name", H200 + GRAPHS)
 def test_memcpy_totals_equal_nsys_stats(name: str) -> None:
     ours = totals(load(DATA / f"{name}.sqlite"))["memory"]
     stats = pd.read_csv(DATA / f"{name}_cuda_gpu_mem_time_sum.csv").set_index("Operation")
