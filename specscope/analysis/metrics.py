@@ -29,7 +29,8 @@ occurs more than once in a step, the first occurrence is reported.
 **Counts** (operations of the step): ``eager_memcpy`` (memcpys not in a graph; by direction
 ``eager_memcpy_htod/_dtoh/_dtod/_other``; ``eager_memcpy_bytes``), ``eager_memset``,
 ``eager_kernels``, ``graph_kernels`` (node mode only), ``graph_launches`` (distinct graph launches),
-``kernels:PATTERN`` (kernels whose name matches the regex; node mode or no graphs only) and
+``kernels:PATTERN`` (kernels whose name matches the regex; in a graph-mode capture the eager
+ones only, since the kernels inside a graph replay are not recorded there) and
 ``kernel_us:PATTERN`` (their summed device time, µs: e.g. the time a rank spends in NCCL
 collectives, waiting for the others included),
 ``api_calls:NAME`` (CUDA API calls of NAME's family started inside the step range on its thread:
@@ -219,7 +220,13 @@ def per_step_metrics(
     unavailable = _count_metrics(out, steps, patterns, trace.capture_mode)
     _gap_metrics(out, steps, gap_cols)
     _api_metrics(out, trace, steps)
-    return StepMetrics(out, unavailable, list(steps.notes), window_start)
+    notes = list(steps.notes)
+    if patterns and trace.capture_mode is CaptureMode.GRAPH:
+        notes.append(
+            "graph mode: kernels:/kernel_us: count eager launches only (kernels inside graph "
+            "replays are not recorded; --cuda-graph-trace=node shows them)"
+        )
+    return StepMetrics(out, unavailable, notes, window_start)
 
 
 def _host_metrics(trace: Trace, steps: Steps) -> pd.DataFrame:
@@ -345,20 +352,19 @@ def _count_metrics(
     out["graph_launches"] = _distinct_per_step(
         pos[graph_op], ops["correlation_id"].to_numpy()[graph_op], len(kept)
     )
-    kernel_cols = []
     is_kernel = counted & (kind == kernel)
     for pattern in patterns:
         sel = is_kernel & name_matches(ops, pattern)
         out[f"kernels:{pattern}"] = np.bincount(pos[sel], minlength=len(kept))
         dur = ops["end_ns"].to_numpy()[sel] - ops["start_ns"].to_numpy()[sel]
         out[f"kernel_us:{pattern}"] = np.bincount(pos[sel], weights=dur, minlength=len(kept)) / 1e3
-        kernel_cols += [f"kernels:{pattern}", f"kernel_us:{pattern}"]
     if mode is not CaptureMode.GRAPH:
         return {}
+    # graph mode: kernel rows are the eager launches (a replay is one GRAPH_TRACE row), so the
+    # pattern counts stand for eager kernels; only the graph-internal count cannot be known
     why = "graph-internal kernels are invisible with --cuda-graph-trace=graph; record in node mode"
-    for col in ["graph_kernels", *kernel_cols]:
-        out[col] = np.nan
-    return dict.fromkeys(["graph_kernels", *kernel_cols], why)
+    out["graph_kernels"] = np.nan
+    return {"graph_kernels": why}
 
 
 def _distinct_per_step(pos: np.ndarray, corr: np.ndarray, n: int) -> np.ndarray:
