@@ -105,8 +105,8 @@ def profile(
     """Run COMMAND under nsys profile, export SQLite and write a manifest into a new run folder.
 
     Standard flags: -t cuda,nvtx -s none --cpuctxsw=none --cuda-graph-trace=graph
-    --trace-fork-before-exec=true --capture-range=cudaProfilerApi --capture-range-end=stop. A command that fails keeps its
-    exit status; Ctrl-C leaves a usable folder.
+    --trace-fork-before-exec=true --capture-range=cudaProfilerApi --capture-range-end=stop.
+    A command that fails keeps its exit status; Ctrl-C leaves a usable folder.
 
     Example: specscope profile --label base --analyze eagle -- python3 loop.py --steps 30
     """

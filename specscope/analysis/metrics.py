@@ -236,8 +236,8 @@ def _host_metrics(trace: Trace, steps: Steps) -> pd.DataFrame:
     all_steps = steps.all_steps.set_index("step")
     cols: dict[str, np.ndarray] = {}
     cols["cpu_step_us"] = (
-        (all_steps.loc[kept, "end_ns"] - all_steps.loc[kept, "start_ns"]).to_numpy() / 1e3
-    )
+        all_steps.loc[kept, "end_ns"] - all_steps.loc[kept, "start_ns"]
+    ).to_numpy() / 1e3
     nvtx = trace.nvtx
     thread = nvtx[(nvtx["pid"] == steps.pid) & (nvtx["tid"] == steps.tid)]
     if spec.domain is not None:
@@ -423,6 +423,4 @@ def _api_metrics(out: pd.DataFrame, trace: Trace, steps: Steps) -> None:
     for family, members in API_FAMILIES.items():
         codes = [names.categories.get_loc(n) for n in members if n in names.categories]
         sel = in_step & np.isin(code, codes)
-        out[f"api_calls:{family}"] = np.bincount(a_step[sel], minlength=len(all_steps))[
-            steps.kept
-        ]
+        out[f"api_calls:{family}"] = np.bincount(a_step[sel], minlength=len(all_steps))[steps.kept]

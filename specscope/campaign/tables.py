@@ -10,7 +10,8 @@ spread of the per-run medians, runs). Modes are ``graph`` and ``node`` (from the
 Every later table is a view of those rows; each figure names the mode it comes from:
 
 - :func:`overview`   cell x variant -> idle and gaps [graph], eager memcpys [graph], copy
-  kernels [graph] (eager launches: graph mode sees them), tok/s per request and step time [unprofiled], draft metadata [allocator];
+  kernels [graph] (eager launches: graph mode sees them), tok/s per request and step time
+  [unprofiled], draft metadata [allocator];
 - :func:`inflation`  node-mode median / graph-mode median of each gap and of idle;
 - :func:`overhead`   step time unprofiled (NVTX off, on) and under each trace mode;
 - :func:`targets`    issue 8's targets for one variant against the baseline in one cell.
