@@ -56,9 +56,17 @@ def _echoer():
 @click.option(
     "--graph-trace",
     type=click.Choice(GRAPH_TRACE_MODES),
-    default="node",
+    default="graph",
     show_default=True,
-    help="--cuda-graph-trace mode.",
+    help="--cuda-graph-trace mode: graph for gaps and idle; node only to see graph internals.",
+)
+@click.option(
+    "--trace-fork-before-exec",
+    "fork_before_exec",
+    type=bool,
+    default=True,
+    show_default=True,
+    help="Also record the processes COMMAND starts (a server's TP ranks), into one export.",
 )
 @click.option(
     "--capture-range",
@@ -88,6 +96,7 @@ def profile(
     nsys_path: str | None,
     trace: str,
     graph_trace: str,
+    fork_before_exec: bool,
     capture_range: str,
     preset: str | None,
     db: Path | None,
@@ -95,16 +104,19 @@ def profile(
 ) -> None:
     """Run COMMAND under nsys profile, export SQLite and write a manifest into a new run folder.
 
-    Standard flags: -t cuda,nvtx -s none --cpuctxsw=none --cuda-graph-trace=node
-    --capture-range=cudaProfilerApi --capture-range-end=stop. A command that fails keeps its
-    exit status; Ctrl-C leaves a usable folder.
+    Standard flags: -t cuda,nvtx -s none --cpuctxsw=none --cuda-graph-trace=graph
+    --trace-fork-before-exec=true --capture-range=cudaProfilerApi --capture-range-end=stop.
+    A command that fails keeps its exit status; Ctrl-C leaves a usable folder.
 
     Example: specscope profile --label base --analyze eagle -- python3 loop.py --steps 30
     """
     from specscope.profiler.profile import profile as run_profile
 
     flags = ProfileFlags(
-        trace=parse_trace(trace), graph_trace=graph_trace, capture_range=capture_range
+        trace=parse_trace(trace),
+        graph_trace=graph_trace,
+        capture_range=capture_range,
+        fork_before_exec=fork_before_exec,
     )
     result = run_profile(
         list(command),

@@ -26,7 +26,7 @@ from functools import cache
 
 # CUDA API calls counted per step (``api_calls:NAME``).
 API_CALLS = ("cudaMemcpyAsync", "cudaLaunchKernel", "cudaGraphLaunch")
-COPY_DIRECTIONS = ("htod", "dtoh", "dtod", "other")  # loader.COPY_KINDS, in its order
+COPY_DIRECTIONS = ("htod", "dtoh", "dtod", "other")  # loader.EAGER_COPY_KINDS, in its order
 
 
 class Direction(str, enum.Enum):

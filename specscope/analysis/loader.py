@@ -56,7 +56,11 @@ from specscope.errors import TraceError
 
 NVTX_PUSHPOP, NVTX_STARTEND, NVTX_DOMAIN_CREATE = 59, 60, 75
 KINDS = ["kernel", "memcpy", "memset", "graph"]
-COPY_KINDS = ["htod", "dtoh", "dtod", "other"]
+# memcpy directions (``copy_kind``); ``unified``: unified-memory page migrations (copyKind 11-13,
+# "Unified Host-to-Device" ...), which the driver starts on a page fault or prefetch: no API call
+# of the program launched them, so they are never a step's eager copies.
+COPY_KINDS = ["htod", "dtoh", "dtod", "other", "unified"]
+EAGER_COPY_KINDS = COPY_KINDS[:4]
 _CUDA_TABLES = (
     "CUPTI_ACTIVITY_KIND_RUNTIME",
     "CUPTI_ACTIVITY_KIND_KERNEL",
@@ -65,7 +69,10 @@ _CUDA_TABLES = (
     "CUPTI_ACTIVITY_KIND_GRAPH_TRACE",
 )
 _SQLITE_MAGIC = b"SQLite format 3\x00"
-_VERSION_SUFFIX = re.compile(r"_v\d+$")
+# CUDA API names carry a version suffix (``cudaGraphLaunch_v10000``) and, for the per-thread
+# default stream variants, ``_ptsz``/``_ptds`` before it (``cudaMemcpyAsync_ptsz_v7000``): both
+# are stripped, so a call is known by its function's name.
+_VERSION_SUFFIX = re.compile(r"(?:_pt(?:sz|ds))?(?:_v\d+)?$")
 
 
 class CaptureMode(str, enum.Enum):
@@ -168,6 +175,18 @@ class Trace:
                 if self.query(f"SELECT 1 FROM {table} WHERE graphNodeId IS NOT NULL LIMIT 1"):
                     return CaptureMode.NODE
         return CaptureMode.NO_GRAPHS
+
+    @cached_property
+    def memcpy_labels(self) -> dict[int, str]:
+        """copyKind -> label from the export's ``ENUM_CUDA_MEMCPY_OPER`` (what ``nsys stats``
+        names memcpys by); empty when the export has no such table."""
+        if not self.has("ENUM_CUDA_MEMCPY_OPER"):
+            return {}
+        cols = self.columns("ENUM_CUDA_MEMCPY_OPER")
+        if not {"id", "label"} <= cols:
+            return {}
+        rows = self.query("SELECT id, label FROM ENUM_CUDA_MEMCPY_OPER")
+        return {int(i): str(v) for i, v in rows if i is not None and v is not None}
 
     @cached_property
     def gpu_names(self) -> dict[int, str]:
@@ -279,8 +298,11 @@ class Trace:
     def _runtime(self) -> list[np.ndarray]:
         """start, end, globalTid, correlationId, nameId of every CUDA API call (one scan)."""
         cols = self.int_columns(
-            "SELECT start, end, globalTid, coalesce(correlationId, 0), nameId"
-            " FROM CUPTI_ACTIVITY_KIND_RUNTIME",
+            _adapt(
+                "SELECT start, end, coalesce(globalTid, 0), coalesce(correlationId, 0),"
+                " coalesce(nameId, -1) FROM CUPTI_ACTIVITY_KIND_RUNTIME",
+                self.columns("CUPTI_ACTIVITY_KIND_RUNTIME"),
+            ),
             5,
         )
         progress.report("CUDA API calls", 1, 1)
@@ -314,13 +336,15 @@ class Trace:
         for kind, (table, names, copy_kind, nbytes) in enumerate(_OP_TABLES):
             if not self.has(table):
                 continue
-            graph = "graphNodeId IS NOT NULL" if "graphNodeId" in self.columns(table) else "0"
+            have = self.columns(table)
+            graph = "graphNodeId IS NOT NULL" if "graphNodeId" in have else "0"
             graph = "1" if kind == KINDS.index("graph") else graph
-            select = (
+            select = _adapt(
                 f"SELECT start, end, coalesce(correlationId, 0),"
-                f" (deviceId << 32) | (streamId & {_LOW32}), {names},"
+                f" (coalesce(deviceId, 0) << 32) | (coalesce(streamId, 0) & {_LOW32}), {names},"
                 f" (((coalesce(globalPid, 0) >> 24) & {_PID_MASK}) << 32) | ({kind} << 12)"
-                f" | (({graph}) << 8) | ({copy_kind} & 255){nbytes} FROM {table}"
+                f" | (({graph}) << 8) | (coalesce({copy_kind}, 0) & 255){nbytes} FROM {table}",
+                have,
             )
             # kernels: 4 ranges per thread, so that the threads stay busy to the end even while
             # the CUDA API calls are read beside them
@@ -369,8 +393,8 @@ class Trace:
                 "stream_id": stream,
                 "pid": pid,
                 "correlation_id": corr,
-                "name": _categorical(short, self.strings),
-                "full_name": _categorical(full, self.strings),
+                "name": _categorical(short, self.strings, self.memcpy_labels),
+                "full_name": _categorical(full, self.strings, self.memcpy_labels),
                 "kind": pd.Categorical.from_codes(kind, categories=pd.Index(KINDS, dtype=object)),
                 "in_graph": in_graph,
                 "copy_kind": pd.Categorical.from_codes(
@@ -453,44 +477,85 @@ _CORR_BITS = 38  # (pid, correlation id) pairs are matched as pid << 38 | correl
 _OP_TABLES = [
     (
         "CUPTI_ACTIVITY_KIND_KERNEL",
-        f"(shortName << 32) | (demangledName & {_LOW32})",
+        f"(coalesce(shortName, demangledName, -3) << 32)"
+        f" | (coalesce(demangledName, shortName, -3) & {_LOW32})",
         "0",
         "",
     ),
     (
         "CUPTI_ACTIVITY_KIND_MEMCPY",
-        f"((-10 - copyKind) << 32) | ((-10 - copyKind) & {_LOW32})",
+        f"((-10 - coalesce(copyKind, 0)) << 32) | ((-10 - coalesce(copyKind, 0)) & {_LOW32})",
         "copyKind",
-        ", bytes",
+        ", coalesce(bytes, 0)",
     ),
-    ("CUPTI_ACTIVITY_KIND_MEMSET", f"(-2 << 32) | (-2 & {_LOW32})", "0", ", bytes"),
+    ("CUPTI_ACTIVITY_KIND_MEMSET", f"(-2 << 32) | (-2 & {_LOW32})", "0", ", coalesce(bytes, 0)"),
     (
         "CUPTI_ACTIVITY_KIND_GRAPH_TRACE",
-        f"((-1000 - graphId) << 32) | ((-1000 - graphId) & {_LOW32})",
+        f"((-1000 - coalesce(graphId, 0)) << 32) | ((-1000 - coalesce(graphId, 0)) & {_LOW32})",
         "0",
         "",
     ),
 ]
-# code in COPY_KINDS of each copyKind byte: 1 htod, 2 dtoh, 8 dtod, anything else other
+# code in COPY_KINDS of each copyKind byte: 1 htod, 2 dtoh, 8 dtod, 11-13 unified, else other
 _COPY_CODE = np.full(256, COPY_KINDS.index("other"), dtype=np.int8)
 _COPY_CODE[[1, 2, 8]] = [COPY_KINDS.index(k) for k in ("htod", "dtoh", "dtod")]
-_MEMCPY_NAMES = {
+_COPY_CODE[[11, 12, 13]] = COPY_KINDS.index("unified")
+# copyKind -> label, as ENUM_CUDA_MEMCPY_OPER has them (exports without that table use these)
+MEMCPY_LABELS = {
+    0: "Unknown",
     1: "Host-to-Device",
     2: "Device-to-Host",
+    3: "Host-to-Array",
+    4: "Array-to-Host",
+    5: "Array-to-Array",
+    6: "Array-to-Device",
+    7: "Device-to-Array",
     8: "Device-to-Device",
+    9: "Host-to-Host",
     10: "Peer-to-Peer",
+    11: "Unified Host-to-Device",
+    12: "Unified Device-to-Host",
+    13: "Unified Device-to-Device",
 }
 
 
-def _op_label(i: int, strings: dict[int, str]) -> str:
-    """Name of an op from its name code (see :attr:`Trace.ops`)."""
+_OPTIONAL_COLUMNS = (
+    "correlationId",
+    "deviceId",
+    "streamId",
+    "globalPid",
+    "globalTid",
+    "copyKind",
+    "bytes",
+    "graphId",
+    "shortName",
+    "demangledName",
+    "nameId",
+)
+
+
+def _adapt(sql: str, have: set[str]) -> str:
+    """``sql`` with every optional column the table lacks read as NULL: exports of other nsys
+    versions leave some out (the ``coalesce`` around each gives its default)."""
+    for col in _OPTIONAL_COLUMNS:
+        if col not in have:
+            sql = re.sub(rf"\b{col}\b", "NULL", sql)
+    return sql
+
+
+def _op_label(i: int, strings: dict[int, str], memcpy_labels: dict[int, str]) -> str:
+    """Name of an op from its name code (see :attr:`Trace.ops`); memcpys as ``nsys stats``
+    names them, from the export's own ``ENUM_CUDA_MEMCPY_OPER`` labels."""
     if i >= 0:
         return strings.get(i, f"<string {i}>")
     if i == -2:
         return "[CUDA memset]"
+    if i == -3:
+        return "[unnamed kernel]"
     if i <= -1000:
         return f"[CUDA graph {-1000 - i}]"
-    return f"[CUDA memcpy {_MEMCPY_NAMES.get(-10 - i, 'Other')}]"  # as nsys stats names them
+    kind = -10 - i
+    return f"[CUDA memcpy {memcpy_labels.get(kind, MEMCPY_LABELS.get(kind, f'kind {kind}'))}]"
 
 
 def _labelled(codes: np.ndarray, label) -> pd.Categorical:
@@ -522,9 +587,12 @@ def _unique_inverse(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return uniq, position[offset]
 
 
-def _categorical(ids: np.ndarray, strings: dict[int, str]) -> pd.Categorical:
+def _categorical(
+    ids: np.ndarray, strings: dict[int, str], memcpy_labels: dict[int, str] | None = None
+) -> pd.Categorical:
     """Op names from their name codes (see :func:`_op_label`)."""
-    return _labelled(ids, lambda i: _op_label(i, strings))
+    labels = memcpy_labels or {}
+    return _labelled(ids, lambda i: _op_label(i, strings, labels))
 
 
 def load(path: str | Path) -> Trace:
@@ -542,10 +610,23 @@ def load(path: str | Path) -> Trace:
             f"{path}: SQLite file but not an nsys export (no StringIds, NVTX_EVENTS or CUPTI "
             "tables); give the file written by `nsys export --type sqlite`"
         )
-    meta: dict[str, str] = {}
-    if "META_DATA_EXPORT" in tables:
-        with _sql_errors(path):
-            meta = {
-                str(k): str(v) for k, v in con.execute("SELECT name, value FROM META_DATA_EXPORT")
-            }
+    with _sql_errors(path):
+        meta = _export_meta(con, tables)
     return Trace(path=path, con=con, tables=tables, meta=meta)
+
+
+def _export_meta(con: sqlite3.Connection, tables: frozenset[str]) -> dict[str, str]:
+    """Export metadata (name -> value): ``META_DATA_EXPORT`` (nsys 2023.3 and later) or
+    ``EXPORT_META_DATA`` (the same rows in exports of nsys 2023.2 and earlier); a table with
+    other column names is read by its first two columns."""
+    meta: dict[str, str] = {}
+    for table in ("EXPORT_META_DATA", "META_DATA_EXPORT"):  # the newer one wins a conflict
+        if table not in tables:
+            continue
+        cols = [r[1] for r in con.execute(f"PRAGMA table_info({table})")]
+        if len(cols) < 2:
+            continue
+        key, value = ("name", "value") if {"name", "value"} <= set(cols) else cols[:2]
+        rows = con.execute(f'SELECT "{key}", "{value}" FROM {table}')
+        meta |= {str(k): str(v) for k, v in rows if k is not None and v is not None}
+    return meta

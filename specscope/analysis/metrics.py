@@ -29,10 +29,16 @@ occurs more than once in a step, the first occurrence is reported.
 **Counts** (operations of the step): ``eager_memcpy`` (memcpys not in a graph; by direction
 ``eager_memcpy_htod/_dtoh/_dtod/_other``; ``eager_memcpy_bytes``), ``eager_memset``,
 ``eager_kernels``, ``graph_kernels`` (node mode only), ``graph_launches`` (distinct graph launches),
-``kernels:PATTERN`` (kernels whose name matches the regex; node mode or no graphs only) and
+``kernels:PATTERN`` (kernels whose name matches the regex; in a graph-mode capture the eager
+ones only, since the kernels inside a graph replay are not recorded there) and
 ``kernel_us:PATTERN`` (their summed device time, µs: e.g. the time a rank spends in NCCL
 collectives, waiting for the others included),
-``api_calls:NAME`` (CUDA API calls of that name started inside the step range on its thread).
+``api_calls:NAME`` (CUDA API calls of NAME's family started inside the step range on its thread:
+``cudaLaunchKernel`` counts ``cuLaunchKernel[Ex]`` too, ``cudaMemcpyAsync`` the ``cuMemcpy*Async``
+calls, ``cudaGraphLaunch`` ``cuGraphLaunch``; see ``API_FAMILIES``). Unified-memory migrations
+(memcpy kinds ``Unified Host-to-Device`` ...) are page moves the driver starts on a fault or a
+prefetch, not copies a step launched: they are never eager memcpys (``--totals`` lists them under
+their ``nsys stats`` names).
 
 Units, directions and PR names of these metrics: :mod:`specscope.analysis.catalog`.
 
@@ -49,11 +55,44 @@ import numpy as np
 import pandas as pd
 
 from specscope.analysis.catalog import API_CALLS, gpu_metrics, unit  # noqa: F401 (unit: re-exported)
-from specscope.analysis.loader import COPY_KINDS, KINDS, CaptureMode, Trace
+from specscope.analysis.loader import COPY_KINDS, EAGER_COPY_KINDS, KINDS, CaptureMode, Trace
 from specscope.analysis.spec import anchor_pairs
 from specscope.analysis.steps import Steps, interval_index
 
 _GPU_METRICS = tuple(gpu_metrics())  # NaN without CUDA data (catalog: needs_cuda)
+
+# ``api_calls:NAME`` counts every call of NAME's family: the runtime function, its driver-API
+# twins (Triton, CUTLASS and JAX launch through the driver) and variants; per-thread-stream
+# (``_ptsz``/``_ptds``) forms are folded into their function by the loader.
+API_FAMILIES: dict[str, tuple[str, ...]] = {
+    "cudaMemcpyAsync": (
+        "cudaMemcpyAsync",
+        "cudaMemcpy2DAsync",
+        "cudaMemcpy3DAsync",
+        "cudaMemcpyPeerAsync",
+        "cudaMemcpyToSymbolAsync",
+        "cudaMemcpyFromSymbolAsync",
+        "cuMemcpyAsync",
+        "cuMemcpyHtoDAsync",
+        "cuMemcpyDtoHAsync",
+        "cuMemcpyDtoDAsync",
+        "cuMemcpy2DAsync",
+        "cuMemcpy3DAsync",
+        "cuMemcpyPeerAsync",
+    ),
+    "cudaLaunchKernel": (
+        "cudaLaunchKernel",
+        "cudaLaunchKernelExC",
+        "cudaLaunchCooperativeKernel",
+        "cuLaunchKernel",
+        "cuLaunchKernelEx",
+        "cuLaunchCooperativeKernel",
+        "cuLaunchGrid",
+        "cuLaunchGridAsync",
+    ),
+    "cudaGraphLaunch": ("cudaGraphLaunch", "cuGraphLaunch"),
+}
+assert tuple(API_FAMILIES) == API_CALLS  # the catalog's api_calls: metrics
 
 
 @dataclass
@@ -133,8 +172,7 @@ def per_step_metrics(
     """Compute every per-step metric for the kept steps of ``steps`` (see the module doc)."""
     spec = steps.spec
     patterns = list(dict.fromkeys([*spec.count_kernels, *count_kernels]))
-    out = pd.DataFrame(index=pd.Index(steps.kept, name="step"))
-    _host_metrics(out, trace, steps)
+    out = _host_metrics(trace, steps)
     gap_cols = [f"gap_us:{p}" for p in anchor_pairs(spec.anchors)]
     kernel_cols = [f"kernels:{p}" for p in patterns] + [f"kernel_us:{p}" for p in patterns]
     api_cols = [f"api_calls:{n}" for n in API_CALLS]
@@ -154,14 +192,24 @@ def per_step_metrics(
     unavailable = _count_metrics(out, steps, patterns, trace.capture_mode)
     _gap_metrics(out, steps, gap_cols)
     _api_metrics(out, trace, steps)
-    return StepMetrics(out, unavailable, list(steps.notes), window_start)
+    notes = list(steps.notes)
+    if patterns and trace.capture_mode is CaptureMode.GRAPH:
+        notes.append(
+            "graph mode: kernels:/kernel_us: count eager launches only (kernels inside graph "
+            "replays are not recorded; --cuda-graph-trace=node shows them)"
+        )
+    return StepMetrics(out, unavailable, notes, window_start)
 
 
-def _host_metrics(out: pd.DataFrame, trace: Trace, steps: Steps) -> None:
-    """``cpu_step_us``, ``cpu_us:R`` and ``cpu_gap_us:A->B`` into ``out``, from NVTX alone."""
+def _host_metrics(trace: Trace, steps: Steps) -> pd.DataFrame:
+    """``cpu_step_us``, ``cpu_us:R`` and ``cpu_gap_us:A->B`` (index: the kept steps), from NVTX
+    alone; built in one piece, so that hundreds of range names make one block."""
     spec, kept = steps.spec, steps.kept
     all_steps = steps.all_steps.set_index("step")
-    out["cpu_step_us"] = (all_steps.loc[kept, "end_ns"] - all_steps.loc[kept, "start_ns"]) / 1e3
+    cols: dict[str, np.ndarray] = {}
+    cols["cpu_step_us"] = (
+        all_steps.loc[kept, "end_ns"] - all_steps.loc[kept, "start_ns"]
+    ).to_numpy() / 1e3
     nvtx = trace.nvtx
     thread = nvtx[(nvtx["pid"] == steps.pid) & (nvtx["tid"] == steps.tid)]
     if spec.domain is not None:
@@ -180,13 +228,14 @@ def _host_metrics(out: pd.DataFrame, trace: Trace, steps: Steps) -> None:
     )
     cpu = nested.groupby(["step", "name"])["us"].sum().unstack(fill_value=0.0)
     for name in cpu.columns:
-        out[f"cpu_us:{name}"] = cpu[name].reindex(kept, fill_value=0.0).to_numpy()
+        cols[f"cpu_us:{name}"] = cpu[name].reindex(kept, fill_value=0.0).to_numpy()
     a = steps.anchors
     cpu_gaps = _gaps(steps, a["start_ns"].to_numpy(), a["end_ns"].to_numpy(), "cpu_gap_us:")
     for pair in anchor_pairs(spec.anchors):
-        out[f"cpu_gap_us:{pair}"] = np.nan
+        cols[f"cpu_gap_us:{pair}"] = np.full(len(kept), np.nan)
     for col in cpu_gaps.columns:
-        out[col] = cpu_gaps[col].reindex(kept).to_numpy()
+        cols[col] = cpu_gaps[col].reindex(kept).to_numpy()
+    return pd.DataFrame(cols, index=pd.Index(kept, name="step"))
 
 
 def _window_metrics(out: pd.DataFrame, steps: Steps) -> pd.Series:
@@ -259,10 +308,12 @@ def _count_metrics(
     del key
 
     memcpy, memset, kernel = KINDS.index("memcpy"), KINDS.index("memset"), KINDS.index("kernel")
-    out["eager_memcpy"] = by_class[:, memcpy, 0].sum(axis=1)
-    for code, d in enumerate(COPY_KINDS):
-        out[f"eager_memcpy_{d}"] = by_class[:, memcpy, 0, code + 1]
-    eager_copy = counted & (kind == memcpy) & ~in_graph
+    eager_codes = [COPY_KINDS.index(d) + 1 for d in EAGER_COPY_KINDS]  # unified: not eager
+    out["eager_memcpy"] = by_class[:, memcpy, 0][:, eager_codes].sum(axis=1)
+    for code, d in zip(eager_codes, EAGER_COPY_KINDS, strict=True):
+        out[f"eager_memcpy_{d}"] = by_class[:, memcpy, 0, code]
+    unified = COPY_KINDS.index("unified")
+    eager_copy = counted & (kind == memcpy) & ~in_graph & (copy != unified)
     out["eager_memcpy_bytes"] = np.bincount(
         pos[eager_copy], weights=ops["bytes"].to_numpy()[eager_copy], minlength=len(kept)
     )
@@ -273,20 +324,19 @@ def _count_metrics(
     out["graph_launches"] = _distinct_per_step(
         pos[graph_op], ops["correlation_id"].to_numpy()[graph_op], len(kept)
     )
-    kernel_cols = []
     is_kernel = counted & (kind == kernel)
     for pattern in patterns:
         sel = is_kernel & name_matches(ops, pattern)
         out[f"kernels:{pattern}"] = np.bincount(pos[sel], minlength=len(kept))
         dur = ops["end_ns"].to_numpy()[sel] - ops["start_ns"].to_numpy()[sel]
         out[f"kernel_us:{pattern}"] = np.bincount(pos[sel], weights=dur, minlength=len(kept)) / 1e3
-        kernel_cols += [f"kernels:{pattern}", f"kernel_us:{pattern}"]
     if mode is not CaptureMode.GRAPH:
         return {}
+    # graph mode: kernel rows are the eager launches (a replay is one GRAPH_TRACE row), so the
+    # pattern counts stand for eager kernels; only the graph-internal count cannot be known
     why = "graph-internal kernels are invisible with --cuda-graph-trace=graph; record in node mode"
-    for col in ["graph_kernels", *kernel_cols]:
-        out[col] = np.nan
-    return dict.fromkeys(["graph_kernels", *kernel_cols], why)
+    out["graph_kernels"] = np.nan
+    return {"graph_kernels": why}
 
 
 def _distinct_per_step(pos: np.ndarray, corr: np.ndarray, n: int) -> np.ndarray:
@@ -331,7 +381,7 @@ def _gap_metrics(out: pd.DataFrame, steps: Steps, gap_cols: list[str]) -> None:
 
 def _api_metrics(out: pd.DataFrame, trace: Trace, steps: Steps) -> None:
     """``api_calls:NAME``: CUDA API calls started inside each step range on its thread."""
-    api = trace.api(API_CALLS)
+    api = trace.api([n for family in API_FAMILIES.values() for n in family])
     mine = (api["pid"].to_numpy() == steps.pid) & (api["tid"].to_numpy() == steps.tid)
     all_steps = steps.all_steps
     a_step = interval_index(
@@ -342,10 +392,7 @@ def _api_metrics(out: pd.DataFrame, trace: Trace, steps: Steps) -> None:
     names = api["name"].cat  # categories: the distinct names
     code = names.codes.to_numpy()[mine]
     in_step = a_step >= 0
-    for name in API_CALLS:
-        if name in names.categories:
-            sel = in_step & (code == names.categories.get_loc(name))
-            counts = np.bincount(a_step[sel], minlength=len(all_steps))[steps.kept]
-        else:
-            counts = np.zeros(len(steps.kept), dtype=np.int64)
-        out[f"api_calls:{name}"] = counts
+    for family, members in API_FAMILIES.items():
+        codes = [names.categories.get_loc(n) for n in members if n in names.categories]
+        sel = in_step & np.isin(code, codes)
+        out[f"api_calls:{family}"] = np.bincount(a_step[sel], minlength=len(all_steps))[steps.kept]

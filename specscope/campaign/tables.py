@@ -10,7 +10,8 @@ spread of the per-run medians, runs). Modes are ``graph`` and ``node`` (from the
 Every later table is a view of those rows; each figure names the mode it comes from:
 
 - :func:`overview`   cell x variant -> idle and gaps [graph], eager memcpys [graph], copy
-  kernels [node], tok/s per request and step time [unprofiled], draft metadata [allocator];
+  kernels [graph] (eager launches: graph mode counts them), tok/s per request and step time
+  [unprofiled], draft metadata [allocator];
 - :func:`inflation`  node-mode median / graph-mode median of each gap and of idle;
 - :func:`overhead`   step time unprofiled (NVTX off, on) and under each trace mode;
 - :func:`targets`    issue 8's targets for one variant against the baseline in one cell.
@@ -53,11 +54,11 @@ def _gaps(spec: StepSpec) -> list[str]:
 
 def overview_columns(spec: StepSpec) -> list[tuple[str, str, str]]:
     """The overview's columns, (label, mode, metric): idle, every gap of ``spec`` (named by its
-    PR name), eager memcpys [graph], each counted kernel pattern [node], :data:`RUN_COLUMNS`."""
+    PR name), eager memcpys [graph], each counted kernel pattern [graph], :data:`RUN_COLUMNS`."""
     cols = [("idle µs/step [graph]", "graph", "idle_us")]
     cols += [(f"{pretty_gap(g).replace(' → ', '→')} µs [graph]", "graph", g) for g in _gaps(spec)]
     cols.append(("eager memcpys/step [graph]", "graph", "eager_memcpy"))
-    cols += [("copy kernels/step [node]", "node", f"kernels:{k}") for k in spec.count_kernels]
+    cols += [("copy kernels/step [graph]", "graph", f"kernels:{k}") for k in spec.count_kernels]
     return [*cols, *RUN_COLUMNS]
 
 
@@ -213,12 +214,14 @@ def _family(metrics: tuple[str, ...], head: str) -> list[str]:
 
 
 def target_rows(spec: StepSpec) -> list[tuple[str, str, str, str, float]]:
-    """The targets: no counted kernel of the spec's PR rows left [node], eager memcpys and idle
+    """The targets: no counted kernel of the spec's PR rows left [graph], eager memcpys and idle
     (:data:`MEMCPY_TARGETS`), each gap of the PR rows at most half the baseline's [graph], and
     :data:`MEMORY_TARGET`."""
     rows = spec.report.rows
     kernels = [
-        ("copy kernels per step", "node", m, "value", 0.0) for m in rows if m.startswith("kernels:")
+        ("copy kernels per step", "graph", m, "value", 0.0)
+        for m in rows
+        if m.startswith("kernels:")
     ]
     gaps = [
         (f"gap {pretty_gap(m)}", "graph", m, "ratio", 0.5) for m in rows if m.startswith("gap_us:")

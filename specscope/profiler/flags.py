@@ -2,12 +2,16 @@
 
 Standard (each overridable)::
 
-    nsys profile -t cuda,nvtx -s none --cpuctxsw=none --cuda-graph-trace=node \\
-        --capture-range=cudaProfilerApi --capture-range-end=stop -o OUT COMMAND...
+    nsys profile -t cuda,nvtx -s none --cpuctxsw=none --cuda-graph-trace=graph \\
+        --trace-fork-before-exec=true --capture-range=cudaProfilerApi --capture-range-end=stop \\
+        -o OUT COMMAND...
 
 - ``-s none --cpuctxsw=none``: no CPU sampling (a 20-step program made a 2 GB ``.qdstrm`` with it);
-- ``--cuda-graph-trace=node``: every kernel of a replayed graph is its own row (``graph``: one row
-  per replay, cheaper to record, insides invisible);
+- ``--cuda-graph-trace=graph``: one row per graph replay: the mode whose gaps and idle are right
+  (``node`` makes every kernel of a replayed graph its own row, and inflates the host's
+  ``cudaGraphLaunch`` 3-5x: use it only where the graph's insides are needed);
+- ``--trace-fork-before-exec=true``: a server's worker processes (one per TP rank) are recorded
+  too, into the same export;
 - ``--capture-range=cudaProfilerApi``: record only between ``cudaProfilerStart``/``Stop``
   (``torch.cuda.profiler.start()``/``stop()``), keeping warm-up and graph capture out.
 
@@ -30,8 +34,9 @@ class ProfileFlags:
     """What ``specscope profile`` asks nsys to record."""
 
     trace: tuple[str, ...] = ("cuda", "nvtx")
-    graph_trace: str = "node"
+    graph_trace: str = "graph"
     capture_range: str = "cudaProfilerApi"
+    fork_before_exec: bool = True
     sample: str = "none"
     cpuctxsw: str = "none"
 
@@ -74,6 +79,7 @@ def nsys_profile_args(flags: ProfileFlags, output: Path) -> list[str]:
     ]
     if flags.traces_cuda:
         args.append(f"--cuda-graph-trace={flags.graph_trace}")
+    args.append(f"--trace-fork-before-exec={str(flags.fork_before_exec).lower()}")
     if flags.capture_range != "none":
         args += [f"--capture-range={flags.capture_range}", "--capture-range-end=stop"]
     args += ["--force-overwrite=false", "-o", str(output)]

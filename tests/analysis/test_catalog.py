@@ -18,7 +18,7 @@ from specscope.analysis.catalog import (
     info,
     unit,
 )
-from specscope.analysis.loader import COPY_KINDS
+from specscope.analysis.loader import EAGER_COPY_KINDS
 from specscope.analysis.run import analyze
 from specscope.analysis.spec import load_preset
 
@@ -94,7 +94,7 @@ def test_names_outside_the_catalog() -> None:
 
 
 def test_no_cuda_list_and_copy_directions() -> None:
-    assert list(COPY_DIRECTIONS) == list(COPY_KINDS)
+    assert list(COPY_DIRECTIONS) == list(EAGER_COPY_KINDS)  # unified migrations: not eager
     assert gpu_metrics() == [
         "window_us", "busy_us", "idle_us", "occupancy_pct", "eager_memcpy", "eager_memcpy_htod",
         "eager_memcpy_dtoh", "eager_memcpy_dtod", "eager_memcpy_other", "eager_memcpy_bytes",

@@ -18,9 +18,11 @@ from specscope.analysis.spec import load_preset
 from specscope.analysis.summary import totals
 
 H200 = ["eagle_node_before", "eagle_node_after", "eagle_graph_before"]
+# every export of tests/data/graphs/ (graph and node mode, no NVTX, two processes, eager loop)
+GRAPHS = [f"graphs/{p.stem}" for p in sorted((DATA / "graphs").glob("*.sqlite"))]
 
 
-@pytest.mark.parametrize("name", H200)
+@pytest.mark.parametrize("name", H200 + GRAPHS)
 def test_kernel_totals_equal_nsys_stats(name: str) -> None:
     ours = totals(load(DATA / f"{name}.sqlite"))["kernels"]
     stats = pd.read_csv(DATA / f"{name}_cuda_gpu_kern_sum.csv").set_index("Name")
@@ -30,7 +32,7 @@ def test_kernel_totals_equal_nsys_stats(name: str) -> None:
         assert ours.loc[kernel, "total_ns"] == row["Total Time (ns)"], kernel
 
 
-@pytest.mark.parametrize("name", H200)
+@pytest.mark.parametrize("name", H200 + GRAPHS)
 def test_memcpy_totals_equal_nsys_stats(name: str) -> None:
     ours = totals(load(DATA / f"{name}.sqlite"))["memory"]
     stats = pd.read_csv(DATA / f"{name}_cuda_gpu_mem_time_sum.csv").set_index("Operation")
@@ -45,7 +47,7 @@ def test_memcpy_totals_equal_nsys_stats(name: str) -> None:
     [
         ("eagle_node_before", 4, 19, CaptureMode.NODE),
         ("eagle_node_after", 0, 7, CaptureMode.NODE),
-        ("eagle_graph_before", None, 19, CaptureMode.GRAPH),
+        ("eagle_graph_before", 4, 19, CaptureMode.GRAPH),
     ],
 )
 def test_eagle_steps(name: str, copies: int | None, eager_memcpy: int, mode) -> None:
@@ -68,12 +70,24 @@ def test_eagle_steps(name: str, copies: int | None, eager_memcpy: int, mode) -> 
     ]:
         assert f[f"gap_us:{pair}"].notna().all()
         assert (f[f"cpu_gap_us:{pair}"] > 0).all()
-    if copies is None:
-        assert "kernels:fused_metadata_copy" in a.metrics.unavailable
+    # the copy kernels run eagerly: counted in graph mode as in node mode
+    assert (f["kernels:fused_metadata_copy"] == copies).all()
+    assert "kernels:fused_metadata_copy" not in a.metrics.unavailable
+    if mode is CaptureMode.GRAPH:
         assert "graph_kernels" in a.metrics.unavailable
+        assert any("eager launches only" in n for n in a.metrics.notes)
     else:
-        assert (f["kernels:fused_metadata_copy"] == copies).all()
         assert (f["graph_kernels"] == 60).all()  # 4 + 6 + 2 layers x 5 kernels
+
+
+def test_copy_kernels_counted_in_graph_mode_between_variants() -> None:
+    """`specscope run` in graph mode: kpool_fused copies draft metadata with 4 eager
+    fused_metadata_copy kernels per step (one per sibling draft step), draft_alias with none."""
+    spec = load_preset("eagle")
+    kpool = analyze(DATA / "graphs/run_graph_kpool_nvtx.sqlite", spec, skip=1).metrics.frame
+    alias = analyze(DATA / "graphs/run_graph_alias_nvtx.sqlite", spec, skip=1).metrics.frame
+    assert (kpool["kernels:fused_metadata_copy"] == 4).all()
+    assert (alias["kernels:fused_metadata_copy"] == 0).all()
 
 
 def test_after_is_faster_than_before() -> None:

@@ -171,12 +171,12 @@ def test_standard_flags_with_gpu(tmp_path):
     assert notes == []
     args = nsys_profile_args(flags, tmp_path / "report")
     assert args[:2] == ["profile", "-t"] and args[2] == "cuda,nvtx"
-    for a in ("--cpuctxsw=none", "--cuda-graph-trace=node", "--capture-range=cudaProfilerApi",
-              "--capture-range-end=stop"):  # fmt: skip
+    for a in ("--cpuctxsw=none", "--cuda-graph-trace=graph", "--capture-range=cudaProfilerApi",
+              "--capture-range-end=stop", "--trace-fork-before-exec=true"):  # fmt: skip
         assert a in args
     assert args[args.index("-s") + 1] == "none"
     assert args[-2:] == ["-o", str(tmp_path / "report")]
-    assert flags.mode == "node"
+    assert flags.mode == "graph"
 
 
 def test_flags_overrides(tmp_path):
@@ -303,10 +303,11 @@ def test_profile_with_gpu_uses_standard_flags(fake_env):
     assert "no CUDA activity" in r.output and "--capture-range" in r.output
     d = next((fake_env / "runs").glob("*-g"))
     args = (d / "nsys-args.txt").read_text().splitlines()
-    assert "cuda,nvtx" in args and "--cuda-graph-trace=node" in args
+    assert "cuda,nvtx" in args and "--cuda-graph-trace=graph" in args
+    assert "--trace-fork-before-exec=true" in args
     m = json.loads((d / "manifest.json").read_text())
     assert m["gpus"] == [{"name": "NVIDIA H200", "driver": "580.159.04"}]
-    assert m["mode"] == "node" and m["status"] == "no-cuda-activity"
+    assert m["mode"] == "graph" and m["status"] == "no-cuda-activity"
 
 
 def test_command_not_found(fake_env):
