@@ -11,8 +11,8 @@ import pytest
 from eagle_exports import EAGLE_SPEC, build_eagle
 
 from specscope.analysis.many import analyze_many
-from specscope.analysis.run import AnalyzeOptions
 from specscope.analysis.ranks import cross_rank, spread_summary, straggler_table
+from specscope.analysis.run import AnalyzeOptions
 
 
 def _frame(steps, **cols) -> pd.DataFrame:
@@ -71,7 +71,7 @@ def test_straggler_rank_from_synthetic_exports(write_export) -> None:
     ]
     results = analyze_many(paths, EAGLE_SPEC, AnalyzeOptions(skip=1), jobs=1)
     assert all(r.ok for r in results)
-    assert [r.analysis.steps.pid for r in results] == [200, 201, 202]
+    assert [r.analysis.pid for r in results] == [200, 201, 202]
     view = cross_rank({f"r{i}": r.analysis.metrics.frame for i, r in enumerate(results)})
     # the last step's window ends at its own work: all but it are full periods
     assert list(view["slowest_rank"])[:-1] == ["r2"] * 4

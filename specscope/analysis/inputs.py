@@ -23,7 +23,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from specscope.analysis.run import Analysis, AnalyzeOptions, analyze
+from specscope.analysis.run import DEFAULT_OPTIONS, Analysis, AnalyzeOptions, analyze
 from specscope.analysis.spec import StepSpec
 from specscope.analysis.store import is_results_db, read_run
 from specscope.checksum import sha256_file
@@ -110,7 +110,7 @@ def analyze_with_provenance(
 
 
 def resolve(
-    ref: str | Path, spec: StepSpec, options: AnalyzeOptions = AnalyzeOptions()
+    ref: str | Path, spec: StepSpec, options: AnalyzeOptions = DEFAULT_OPTIONS
 ) -> ResolvedInput:
     """Resolve one reference (module doc) into its analysis and provenance."""
     ref = str(ref)

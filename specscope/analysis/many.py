@@ -3,8 +3,9 @@
 One export is one task: :func:`analyze_export` loads it, computes its steps, per-step metrics
 and summary, and returns a :class:`ExportResult` holding the detached :class:`Analysis`
 (:meth:`Analysis.detach`: provenance and per-step numbers, no SQLite connection and no
-GPU-operation frame), so results pickle cheaply back to the parent. A failure of one export (missing, corrupt, no steps,
-or a worker process that died) is that export's one-line ``error``; the others complete.
+GPU-operation frame), so results pickle cheaply back to the parent. A failure of one export
+(missing, corrupt, no steps, or a worker process that died) is that export's one-line
+``error``; the others complete.
 
 - :func:`analyze_many` runs the tasks in a ``concurrent.futures.ProcessPoolExecutor``
   (``jobs`` processes; ``jobs=1`` runs them in this process).
@@ -24,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
 
-from specscope.analysis.run import Analysis, AnalyzeOptions
+from specscope.analysis.run import DEFAULT_OPTIONS, Analysis, AnalyzeOptions
 from specscope.analysis.spec import StepSpec
 from specscope.errors import SpecscopeError
 
@@ -89,7 +90,7 @@ def default_jobs(n_exports: int) -> int:
 def analyze_many(
     paths: Sequence[str | Path],
     spec: StepSpec,
-    options: AnalyzeOptions = AnalyzeOptions(),
+    options: AnalyzeOptions = DEFAULT_OPTIONS,
     *,
     jobs: int | None = None,
     on_result: Callable[[ExportResult], None] | None = None,
@@ -125,7 +126,7 @@ def analyze_on_dask(
     address: str,
     paths: Sequence[str | Path],
     spec: StepSpec,
-    options: AnalyzeOptions = AnalyzeOptions(),
+    options: AnalyzeOptions = DEFAULT_OPTIONS,
     *,
     on_result: Callable[[ExportResult], None] | None = None,
     timeout: str | None = None,

@@ -1,4 +1,4 @@
-"""An analysed run, :class:`Analysis`, and the one call that makes it from an export: :func:`analyze`.
+"""An analysed run, :class:`Analysis`, and :func:`analyze`, which makes one from an export.
 
 An :class:`Analysis` is one capture's per-step metrics (``metrics.frame``, index: step), their
 summary, and where they came from: the source (export path, ``DB:RUN_ID`` or a label), nsys
@@ -54,6 +54,9 @@ class AnalyzeOptions:
         """These options with ``patterns`` also counted (each once; empty ones ignored)."""
         extra = tuple(p for p in patterns if p and p not in self.count_kernels)
         return dataclasses.replace(self, count_kernels=(*self.count_kernels, *extra))
+
+
+DEFAULT_OPTIONS = AnalyzeOptions()
 
 
 @dataclass
@@ -180,7 +183,7 @@ def _gpu(trace: Trace, device_id: int | None) -> str | None:
 
 
 def analyze(
-    path: str | Path, spec: StepSpec, options: AnalyzeOptions = AnalyzeOptions()
+    path: str | Path, spec: StepSpec, options: AnalyzeOptions = DEFAULT_OPTIONS
 ) -> Analysis:
     """Load ``path`` read-only and compute its per-step metrics and summary (a live analysis)."""
     o = options
