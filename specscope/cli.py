@@ -47,33 +47,32 @@ def _fmt(df: pd.DataFrame) -> str:
 
 def _header(a) -> str:
     """One line of provenance above an analysis' summary table."""
-    t, st = a.trace, a.steps
     return (
-        f"{t.path}  nsys {t.nsys_version}  capture mode {t.capture_mode.value}  "
-        f"GPU {a.gpu or 'n/a'}  steps {len(st.kept)} (pid {st.pid} tid {st.tid}, "
-        f"skipped {st.skipped})"
+        f"{a.source}  nsys {a.nsys_version}  capture mode {a.capture_mode}  "
+        f"GPU {a.gpu or 'n/a'}  steps {a.n_steps} (pid {a.pid} tid {a.tid}, "
+        f"skipped {a.skipped})"
     )
 
 
 def _analyze_several(
     traces: tuple[Path, ...],
     spec,
+    options,
     *,
     fmt: str,
     db: Path | None,
     jobs: int | None,
     dask_scheduler: str | None,
     collective: str,
-    **kw,
 ) -> None:
     """``analyze`` of several exports (the analyze command's multi-export half)."""
     from specscope.analysis import many, ranks
+    from specscope.analysis.inputs import expand
     from specscope.analysis.progress import count_bar
 
-    paths = many.expand_inputs(traces)
+    paths = expand(traces)
     labels = many.rank_labels(paths)
-    if collective and collective not in kw["count_kernels"]:
-        kw["count_kernels"] = (*kw["count_kernels"], collective)  # its kernel_us: metric
+    options = options.counting(collective)  # the collective's kernel_us: metric
     with count_bar("exports analysed", len(paths)) as advance:
 
         def done(r: many.ExportResult) -> None:
@@ -82,9 +81,9 @@ def _analyze_several(
                 click.echo(f"error: {r.error}", err=True)
 
         if dask_scheduler is not None:
-            results = many.analyze_on_dask(dask_scheduler, paths, spec, on_result=done, **kw)
+            results = many.analyze_on_dask(dask_scheduler, paths, spec, options, on_result=done)
         else:
-            results = many.analyze_many(paths, spec, jobs=jobs, on_result=done, **kw)
+            results = many.analyze_many(paths, spec, options, jobs=jobs, on_result=done)
     ok = {label: r.analysis for label, r in zip(labels, results, strict=True) if r.ok}
     for label, a in ok.items():
         for note in a.metrics.notes:
@@ -186,24 +185,24 @@ def analyze(
     Example: specscope analyze rank0.sqlite rank1.sqlite --skip 2 --format csv
     """
     from specscope.analysis.progress import progress_bar
+    from specscope.analysis.run import AnalyzeOptions
     from specscope.analysis.run import analyze as run_analysis
     from specscope.analysis.summary import kernel_timeline, median_step
     from specscope.analysis.summary import totals as capture_totals
 
     spec = spec_from_options(preset, step_name, anchors, domain)
+    options = AnalyzeOptions(skip, pid, device, tuple(count_kernels))
     if len(traces) > 1 or traces[0].is_dir() or dask_scheduler is not None:
         if totals or timeline:
             raise SpecError("--totals and --timeline need a single export; analyse it alone")
         _analyze_several(
-            traces, spec, skip=skip, pid=pid, device=device, count_kernels=count_kernels,
-            fmt=fmt, db=db, jobs=jobs, dask_scheduler=dask_scheduler, collective=collective,
+            traces, spec, options, fmt=fmt, db=db, jobs=jobs, dask_scheduler=dask_scheduler,
+            collective=collective,
         )  # fmt: skip
         return
     trace = traces[0]
     with progress_bar(trace.name):
-        result = run_analysis(
-            trace, spec, skip=skip, pid=pid, device=device, count_kernels=count_kernels
-        )
+        result = run_analysis(trace, spec, options)
     if median_by not in result.metrics.frame:
         raise SpecError(
             f"--median-by {median_by!r} is not a metric of this run; pick one of the "
@@ -219,7 +218,7 @@ def analyze(
     if db is not None:
         from specscope.analysis.store import append_run
 
-        run_id = append_run(db, result.trace, result.steps, result.metrics, result.summary)
+        run_id = append_run(db, result)
         warn(f"appended run {run_id} to {db}")
 
     if fmt == "json":

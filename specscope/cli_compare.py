@@ -4,12 +4,14 @@ Both commands are plain click commands (registered on the main group in :mod:`sp
 they turn expected failures into one ``Error:`` line with exit code 2 themselves, so they also
 work standalone.
 
-Input references (RUN, for both commands):
+Input references (RUN, for both commands) are resolved by
+:func:`specscope.analysis.inputs.resolve`:
 
 - ``trace.sqlite`` — an nsys export, analysed on the fly with the step spec options;
 - ``results.sqlite`` — a results database written by ``specscope analyze --db`` (recognised by
   its ``runs`` table): its latest run;
-- ``results.sqlite:7`` — run 7 of that database.
+- ``results.sqlite:7`` — run 7 of that database;
+- a run folder of ``specscope profile`` — its export.
 """
 
 from __future__ import annotations
@@ -24,11 +26,12 @@ from specscope.cli_common import one_line_errors, spec_from_options, spec_option
 
 
 def _load(refs, preset, step_name, anchors, domain, skip, count_kernels, pid, device) -> list:
-    from specscope.analysis.runs import load_run
+    from specscope.analysis.inputs import resolve
+    from specscope.analysis.run import AnalyzeOptions
 
     spec = spec_from_options(preset, step_name, anchors, domain)
-    kw = {"skip": skip, "pid": pid, "device": device, "count_kernels": tuple(count_kernels)}
-    return [load_run(ref, spec, **kw) for ref in refs]
+    options = AnalyzeOptions(skip, pid, device, tuple(count_kernels))
+    return [resolve(ref, spec, options).analysis for ref in refs]
 
 
 def _num(x):
@@ -49,7 +52,7 @@ def _signed(x: float) -> str:
 
 
 def _side_text(label: str, runs) -> str:
-    sources = ", ".join(f"{r.source} ({r.steps} steps)" for r in runs)
+    sources = ", ".join(f"{r.source} ({r.n_steps} steps)" for r in runs)
     return f"{label}: {sources}"
 
 
@@ -113,7 +116,7 @@ def _kernels_table(c) -> str:
 def _run_json(r) -> dict:
     return {
         "source": r.source,
-        "steps": r.steps,
+        "steps": r.n_steps,
         "gpu": r.gpu,
         "nsys_version": r.nsys_version,
         "capture_mode": r.capture_mode,
@@ -369,7 +372,7 @@ def check_cmd(
     base_summary = pooled_summary([r.frame for r in baseline]) if baseline else None
     results = evaluate(rules, summary, base_summary)
 
-    steps = sum(r.steps for r in measured)
+    steps = sum(r.n_steps for r in measured)
     click.echo(f"{', '.join(r.source for r in measured)}: {steps} steps, {len(rules)} rule(s)")
     for r in results:
         click.echo(f"{r.status.value.upper():<8}{describe(r)}")

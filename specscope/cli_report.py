@@ -88,7 +88,8 @@ def report_cmd(
     """
     from specscope.analysis.compare import compare_runs
     from specscope.analysis.composition import median_step_view, parse_gap
-    from specscope.analysis.inputs import resolve_input
+    from specscope.analysis.inputs import resolve
+    from specscope.analysis.run import AnalyzeOptions
     from specscope.reports.report import new_report_dir, write_report
 
     if len(inputs) < 2:
@@ -111,24 +112,24 @@ def report_cmd(
         raise click.UsageError("give --gap: the spec has no anchors to take a default from")
     highlight = defaults.highlight if highlight is None else highlight
     parse_gap(gap)
-    kw = {"skip": skip, "pid": pid, "device": device, "count_kernels": tuple(count_kernels)}
+    options = AnalyzeOptions(skip, pid, device, tuple(count_kernels))
 
-    resolved = [resolve_input(ref, spec, **kw) for ref in inputs]
+    resolved = [resolve(ref, spec, options) for ref in inputs]
     stats = {"noise_floor_pct": noise_floor, "min_steps": min_steps, "seed": seed}
     comparisons = [
-        compare_runs([resolved[0].run], [r.run], labels=(names[0], names[i]), **stats)
+        compare_runs([resolved[0].analysis], [r.analysis], labels=(names[0], names[i]), **stats)
         for i, r in enumerate(resolved[1:], 1)
     ]
     views = [
         None
-        if r.analysis is None
+        if r.analysis.detached
         else median_step_view(r.analysis, gap, lead_us=lead_us, highlight=highlight or None)
         for r in resolved
     ]
     for r in resolved:
-        for note in r.run.notes:
+        for note in r.analysis.notes:
             warn(f"{r.ref}: {note}")
-        if r.analysis is None:
+        if r.analysis.detached:
             warn(f"{r.ref}: a results-database run; no timeline or composition for it")
 
     options = {

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from eagle_exports import EAGLE_SPEC, build_eagle  # noqa: F401  (re-exported for fixtures)
 
-from specscope.analysis.run import Analysis, analyze
+from specscope.analysis.run import Analysis, AnalyzeOptions, analyze
 from specscope.analysis.spec import StepSpec
 from specscope.analysis.synthetic import SyntheticExport
 
@@ -50,6 +50,6 @@ def analyze_x(write_export):
     """``analyze_x(x, spec=EAGLE_SPEC, skip=0, ...)`` -> Analysis of the written export."""
 
     def run(x: SyntheticExport, spec: StepSpec = EAGLE_SPEC, **kw) -> Analysis:
-        return analyze(write_export(x), spec, **kw)
+        return analyze(write_export(x), spec, AnalyzeOptions(**kw))
 
     return run

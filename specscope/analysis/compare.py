@@ -26,8 +26,8 @@ not depend on which other metrics are compared.
       higher is better  -> improved if it went up, else regressed
       neutral           -> changed
 
-Inputs are :class:`~specscope.analysis.runs.Run` objects (module ``runs``: from nsys exports or
-a results database written by ``specscope analyze --db``).
+Inputs are :class:`~specscope.analysis.run.Analysis` objects (from nsys exports, or detached
+from a results database written by ``specscope analyze --db``).
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ import numpy as np
 import pandas as pd
 
 from specscope.analysis.catalog import Direction, direction, unit
-from specscope.analysis.runs import Run
+from specscope.analysis.run import Analysis
 from specscope.errors import SpecscopeError
 
 
@@ -90,7 +90,7 @@ def _spec_text(spec: dict) -> str:
     return text
 
 
-def comparability(before: Sequence[Run], after: Sequence[Run]) -> list[Check]:
+def comparability(before: Sequence[Analysis], after: Sequence[Analysis]) -> list[Check]:
     """Check that the runs measure the same thing the same way.
 
     - capture mode: node against graph is an **error** (graph mode hides graph-internal kernels
@@ -326,16 +326,16 @@ class Comparison:
     """Everything ``specscope compare`` reports for one before/after pair of sides."""
 
     labels: tuple[str, str]
-    before: list[Run]
-    after: list[Run]
+    before: list[Analysis]
+    after: list[Analysis]
     metrics: pd.DataFrame
     checks: list[Check]
     kernels: pd.DataFrame | None  # None when a side has no operations (results-DB runs)
 
 
 def compare_runs(
-    before: Sequence[Run],
-    after: Sequence[Run],
+    before: Sequence[Analysis],
+    after: Sequence[Analysis],
     *,
     labels: tuple[str, str] = ("Before", "After"),
     **stats_kw,
@@ -349,5 +349,7 @@ def compare_runs(
     metrics = compare_frames([r.frame for r in before], [r.frame for r in after], **stats_kw)
     kernels = None
     if all(r.ops is not None for r in [*before, *after]):
-        kernels = kernel_diff([(r.ops, r.steps) for r in before], [(r.ops, r.steps) for r in after])
+        kernels = kernel_diff(
+            [(r.ops, r.n_steps) for r in before], [(r.ops, r.n_steps) for r in after]
+        )
     return Comparison(labels, list(before), list(after), metrics, checks, kernels)

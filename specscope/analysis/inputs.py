@@ -1,61 +1,69 @@
-"""Inputs of ``specscope report``: exports, run folders of ``specscope profile``, results-DB runs.
+"""Command-line inputs: one reference in, one :class:`~specscope.analysis.run.Analysis` out.
 
-:func:`resolve_input` turns one command-line reference into a :class:`ReportInput`:
+:func:`resolve` turns a reference into a :class:`ResolvedInput`:
 
 - a **folder** with ``manifest.json`` (a run folder of ``specscope profile``): its SQLite export
   (``report.sqlite``, else the one ``.sqlite`` output that is not a results database) is
   analysed, and the manifest is kept for provenance;
-- a **results database** of ``specscope analyze --db`` (its latest run) or ``DB:RUN_ID``: the
-  stored per-step metrics only (no operations, so no timeline or composition);
-- anything else is analysed as an nsys export.
+- a **results database** of ``specscope analyze --db`` (recognised by its ``runs`` table): its
+  latest run; ``DB:RUN_ID``: run ``RUN_ID`` of it. Both are detached analyses (the stored
+  per-step metrics only, no operations, so no timeline, composition or kernel diff);
+- anything else is analysed as an nsys export. A ``manifest.json`` beside the export that lists
+  it (or lists no outputs) gives the analysis its batch size and commit.
 
-An export is analysed once; the :class:`~specscope.analysis.runs.Run` that comparisons use
-and the :class:`~specscope.analysis.run.Analysis` that the median-step views use come from the
-same analysis.
+:func:`expand` turns the references of ``specscope analyze`` into export paths: a folder
+without a manifest stands for its ``*.sqlite`` exports (one per rank), a run folder for its
+export.
 """
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
+import dataclasses
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from specscope.analysis.run import Analysis, analyze
-from specscope.analysis.runs import Run, is_results_db, load_run, run_from_analysis
+from specscope.analysis.run import DEFAULT_OPTIONS, Analysis, AnalyzeOptions, analyze
 from specscope.analysis.spec import StepSpec
+from specscope.analysis.store import is_results_db, read_run
 from specscope.checksum import sha256_file
-from specscope.errors import SpecscopeError
-
-MANIFEST = "manifest.json"
+from specscope.errors import SpecscopeError, TraceError
+from specscope.profiler.manifest import MANIFEST, batch_and_commit, read_manifest
 
 
 @dataclass
-class ReportInput:
-    """One input of a report: its run, its analysis (None for results-DB runs) and provenance."""
+class ResolvedInput:
+    """One resolved reference: its analysis and where it came from.
+
+    ``export``: the analysed nsys export (None for a results-database run); ``run_dir`` and
+    ``manifest``: the ``specscope profile`` run folder and its manifest, when the reference
+    named one; ``export_sha256``: the export's hash when the caller already has it (else
+    :attr:`sha256` computes it on first use).
+    """
 
     ref: str
-    run: Run
-    analysis: Analysis | None
+    analysis: Analysis
     export: Path | None = None
     run_dir: Path | None = None
     manifest: dict | None = None
-    sha256: str | None = None  # of the export
+    export_sha256: str | None = field(default=None, repr=False)
+
+    @property
+    def sha256(self) -> str | None:
+        """SHA-256 of the export (None without one)."""
+        if self.export_sha256 is None and self.export is not None:
+            self.export_sha256 = sha256_file(self.export)
+        return self.export_sha256
 
 
 def run_folder_export(run_dir: Path) -> tuple[Path, dict]:
     """The SQLite export of a ``specscope profile`` run folder and its manifest."""
-    path = run_dir / MANIFEST
-    if not path.is_file():
+    manifest = read_manifest(run_dir)
+    if manifest is None:
         raise SpecscopeError(
             f"{run_dir}: a folder without {MANIFEST}; give an nsys export, a run folder of "
             "`specscope profile` or a results database"
         )
-    try:
-        manifest = json.loads(path.read_text())
-    except (OSError, ValueError) as e:
-        raise SpecscopeError(f"{path}: unreadable manifest ({e}); fix or remove it") from None
-    if not isinstance(manifest, dict):
-        raise SpecscopeError(f"{path}: not a manifest (expected a JSON object)")
     outputs = [Path(k) for k in (manifest.get("outputs") or {})]
     candidates = [run_dir / "report.sqlite"]
     candidates += [run_dir / p for p in outputs if p.suffix == ".sqlite"]
@@ -70,15 +78,68 @@ def run_folder_export(run_dir: Path) -> tuple[Path, dict]:
     )
 
 
-def resolve_input(ref: str, spec: StepSpec, **analyze_kw) -> ReportInput:
-    """Resolve a reference (module doc); ``analyze_kw``: ``skip, pid, device, count_kernels``."""
+def _db_run(ref: str) -> Analysis | None:
+    """The results-database run ``ref`` names (``DB`` or ``DB:RUN_ID``), None if it names none."""
     path = Path(ref)
-    run_dir = manifest = None
+    if not path.exists() and ":" in ref:
+        head, _, tail = ref.rpartition(":")
+        if tail.isdigit() and Path(head).is_file():
+            if not is_results_db(head):
+                raise SpecscopeError(
+                    f"{head}: not a results database (no runs table); "
+                    "`:RUN_ID` only applies to files written by `specscope analyze --db`"
+                )
+            return read_run(head, int(tail))
+    if path.is_file() and is_results_db(path):
+        return read_run(path)
+    return None
+
+
+def analyze_with_provenance(
+    export: Path, spec: StepSpec, options: AnalyzeOptions, manifest: dict | None = None
+) -> Analysis:
+    """:func:`analyze` ``export``, with batch size and commit from ``manifest`` (default: the
+    ``manifest.json`` beside the export, if any)."""
+    if manifest is None:
+        manifest = read_manifest(export.parent)
+    a = analyze(export, spec, options)
+    if manifest:
+        batch, commit = batch_and_commit(manifest, export)
+        a = dataclasses.replace(a, batch_size=batch, commit=commit)
+    return a
+
+
+def resolve(
+    ref: str | Path, spec: StepSpec, options: AnalyzeOptions = DEFAULT_OPTIONS
+) -> ResolvedInput:
+    """Resolve one reference (module doc) into its analysis and provenance."""
+    ref = str(ref)
+    path = Path(ref)
     if path.is_dir():
-        run_dir = path
-        path, manifest = run_folder_export(path)
-    elif not path.is_file() or is_results_db(path):
-        return ReportInput(ref, load_run(ref, spec, **analyze_kw), None)
-    a = analyze(path, spec, **analyze_kw)
-    run = run_from_analysis(path, a)
-    return ReportInput(ref, run, a, path, run_dir, manifest, sha256_file(path))
+        export, manifest = run_folder_export(path)
+        return ResolvedInput(
+            ref, analyze_with_provenance(export, spec, options, manifest), export, path, manifest
+        )
+    stored = _db_run(ref)
+    if stored is not None:
+        return ResolvedInput(ref, stored)
+    return ResolvedInput(ref, analyze_with_provenance(path, spec, options), path)
+
+
+def expand(refs: Iterable[str | Path]) -> list[Path]:
+    """The exports ``specscope analyze`` reads for ``refs`` (module doc); files as given.
+
+    A folder without exports is a TraceError; missing files are left for the loader to report.
+    """
+    out: list[Path] = []
+    for item in map(Path, refs):
+        if item.is_dir() and (item / MANIFEST).is_file():
+            out.append(run_folder_export(item)[0])
+        elif item.is_dir():
+            found = sorted(p for p in item.glob("*.sqlite") if p.is_file())
+            if not found:
+                raise TraceError(f"{item}: folder without *.sqlite exports")
+            out += found
+        else:
+            out.append(item)
+    return out

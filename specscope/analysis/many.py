@@ -1,10 +1,11 @@
 """Analyse many exports (one per rank, or a campaign's worth) in parallel processes or on Dask.
 
 One export is one task: :func:`analyze_export` loads it, computes its steps, per-step metrics
-and summary, and returns a :class:`ExportResult` holding a *detached* :class:`Analysis` (the
-trace's metadata and the steps' numbers, no SQLite connection and no GPU-operation frame), so
-results pickle cheaply back to the parent. A failure of one export (missing, corrupt, no steps,
-or a worker process that died) is that export's one-line ``error``; the others complete.
+and summary, and returns a :class:`ExportResult` holding the detached :class:`Analysis`
+(:meth:`Analysis.detach`: provenance and per-step numbers, no SQLite connection and no
+GPU-operation frame), so results pickle cheaply back to the parent. A failure of one export
+(missing, corrupt, no steps, or a worker process that died) is that export's one-line
+``error``; the others complete.
 
 - :func:`analyze_many` runs the tasks in a ``concurrent.futures.ProcessPoolExecutor``
   (``jobs`` processes; ``jobs=1`` runs them in this process).
@@ -20,38 +21,13 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
-from specscope.analysis.loader import CaptureMode
-from specscope.analysis.run import Analysis
+from specscope.analysis.run import DEFAULT_OPTIONS, Analysis, AnalyzeOptions
 from specscope.analysis.spec import StepSpec
-from specscope.errors import SpecscopeError, TraceError
-
-
-@dataclass
-class TraceInfo:
-    """What reports and the results store read from a :class:`~.loader.Trace`, detached."""
-
-    path: Path
-    nsys_version: str
-    schema_version: str
-    capture_mode: CaptureMode
-    gpu_names: dict[int, str]
-
-
-@dataclass
-class StepsInfo:
-    """What reports and the results store read from :class:`~.steps.Steps`, without ``ops``."""
-
-    spec: StepSpec
-    pid: int
-    tid: int
-    device_id: int | None
-    kept: object  # np.ndarray of step numbers
-    skipped: int = 0
-    dropped_trailing: int = 0
-    notes: list[str] = field(default_factory=list)
+from specscope.errors import SpecscopeError
 
 
 @dataclass
@@ -67,23 +43,6 @@ class ExportResult:
         return self.error is None
 
 
-def expand_inputs(inputs: Iterable[str | Path]) -> list[Path]:
-    """Exports named by ``inputs``: files as given, a folder as its ``*.sqlite`` files (sorted).
-
-    A folder without exports is a TraceError; missing files are left for the loader to report.
-    """
-    out: list[Path] = []
-    for item in map(Path, inputs):
-        if item.is_dir():
-            found = sorted(p for p in item.glob("*.sqlite") if p.is_file())
-            if not found:
-                raise TraceError(f"{item}: folder without *.sqlite exports")
-            out += found
-        else:
-            out.append(item)
-    return out
-
-
 def rank_labels(paths: Sequence[Path]) -> list[str]:
     """A short label per export: its file stem, or its path where stems repeat."""
     stems = [p.stem for p in paths]
@@ -92,31 +51,14 @@ def rank_labels(paths: Sequence[Path]) -> list[str]:
     return [str(p) for p in paths]
 
 
-def detach(result: Analysis) -> Analysis:
-    """The same analysis without the SQLite connection and the GPU-operation frame."""
-    t, s = result.trace, result.steps
-    trace = TraceInfo(t.path, t.nsys_version, t.schema_version, t.capture_mode, t.gpu_names)
-    steps = StepsInfo(
-        s.spec, s.pid, s.tid, s.device_id, s.kept, s.skipped, s.dropped_trailing, list(s.notes)
-    )
-    return Analysis(trace, steps, result.metrics, result.summary)  # type: ignore[arg-type]
-
-
-def analyze_export(
-    path: str | Path,
-    spec: StepSpec,
-    skip: int = 0,
-    pid: int | None = None,
-    device: int | None = None,
-    count_kernels: tuple[str, ...] = (),
-) -> ExportResult:
+def analyze_export(path: str | Path, spec: StepSpec, options: AnalyzeOptions) -> ExportResult:
     """Analyse one export; every failure becomes the result's one-line ``error``."""
     from specscope.analysis.run import analyze
 
     path = Path(path)
     try:
-        result = analyze(path, spec, skip=skip, pid=pid, device=device, count_kernels=count_kernels)
-        detached = detach(result)
+        result = analyze(path, spec, options)
+        detached = result.detach()
         result.trace.con.close()
         return ExportResult(path, detached)
     except SpecscopeError as e:
@@ -148,12 +90,9 @@ def default_jobs(n_exports: int) -> int:
 def analyze_many(
     paths: Sequence[str | Path],
     spec: StepSpec,
+    options: AnalyzeOptions = DEFAULT_OPTIONS,
     *,
     jobs: int | None = None,
-    skip: int = 0,
-    pid: int | None = None,
-    device: int | None = None,
-    count_kernels: tuple[str, ...] = (),
     on_result: Callable[[ExportResult], None] | None = None,
 ) -> list[ExportResult]:
     """Analyse each export in its own task on ``jobs`` processes; results in input order.
@@ -162,17 +101,16 @@ def analyze_many(
     """
     paths = [Path(p) for p in paths]
     jobs = default_jobs(len(paths)) if jobs is None else max(1, jobs)
-    kw = dict(spec=spec, skip=skip, pid=pid, device=device, count_kernels=count_kernels)
     results: list[ExportResult | None] = [None] * len(paths)
     if jobs == 1 or len(paths) == 1:
         for i, p in enumerate(paths):
-            results[i] = analyze_export(p, **kw)
+            results[i] = analyze_export(p, spec, options)
             if on_result is not None:
                 on_result(results[i])
-        return results  # type: ignore[return-value]
+        return cast("list[ExportResult]", results)
     threads = max(1, default_jobs(1 << 16) // jobs)
     with ProcessPoolExecutor(jobs, initializer=_init_worker, initargs=(threads,)) as pool:
-        futures = {pool.submit(analyze_export, p, **kw): i for i, p in enumerate(paths)}
+        futures = {pool.submit(analyze_export, p, spec, options): i for i, p in enumerate(paths)}
         for fut in as_completed(futures):
             i = futures[fut]
             try:
@@ -181,18 +119,15 @@ def analyze_many(
                 results[i] = ExportResult(paths[i], error=_one_line(paths[i], e))
             if on_result is not None:
                 on_result(results[i])
-    return results  # type: ignore[return-value]
+    return cast("list[ExportResult]", results)
 
 
 def analyze_on_dask(
     address: str,
     paths: Sequence[str | Path],
     spec: StepSpec,
+    options: AnalyzeOptions = DEFAULT_OPTIONS,
     *,
-    skip: int = 0,
-    pid: int | None = None,
-    device: int | None = None,
-    count_kernels: tuple[str, ...] = (),
     on_result: Callable[[ExportResult], None] | None = None,
     timeout: str | None = None,
 ) -> list[ExportResult]:
@@ -211,12 +146,7 @@ def analyze_on_dask(
         raise SpecscopeError(f"cannot reach the Dask scheduler at {address} ({e})") from None
     results: list[ExportResult | None] = [None] * len(paths)
     try:
-        futures = [
-            client.submit(
-                analyze_export, p, spec, skip, pid, device, tuple(count_kernels), pure=False
-            )
-            for p in paths
-        ]
+        futures = [client.submit(analyze_export, p, spec, options, pure=False) for p in paths]
         index = {f.key: i for i, f in enumerate(futures)}
         for fut in dask_completed(futures):
             i = index[fut.key]
@@ -228,7 +158,7 @@ def analyze_on_dask(
                 on_result(results[i])
     finally:
         client.close()
-    return results  # type: ignore[return-value]
+    return cast("list[ExportResult]", results)
 
 
 def store_results(db: str | Path, results: Iterable[ExportResult]) -> list[int]:
@@ -238,6 +168,5 @@ def store_results(db: str | Path, results: Iterable[ExportResult]) -> list[int]:
     ids = []
     for r in results:
         if r.ok and r.analysis is not None:
-            a = r.analysis
-            ids.append(append_run(db, a.trace, a.steps, a.metrics, a.summary))  # type: ignore[arg-type]
+            ids.append(append_run(db, r.analysis))
     return ids

@@ -1,12 +1,31 @@
-"""One call from an export to everything the CLI and reports need: :func:`analyze`."""
+"""An analysed run, :class:`Analysis`, and :func:`analyze`, which makes one from an export.
+
+An :class:`Analysis` is one capture's per-step metrics (``metrics.frame``, index: step), their
+summary, and where they came from: the source (export path, ``DB:RUN_ID`` or a label), nsys
+version, export schema, capture mode, GPU, the thread and device the steps were read from,
+the step spec, the warm-up steps skipped, the analysis notes and unavailable metrics, and,
+when a ``specscope profile`` manifest records them, the batch size and commit.
+
+It comes in two forms:
+
+- **live** (from :func:`analyze`): ``trace`` (the open export) and ``steps`` (step instances,
+  anchors and the GPU operations projected onto them) are set, so the median-step views and
+  the per-operation comparison can read operations;
+- **detached** (:meth:`Analysis.detach`, a run read back from a results database, or built
+  by hand): ``trace`` and ``steps`` are None; everything else stays. It holds no SQLite
+  connection and no operation frame, so it pickles cheaply between processes (and Dask).
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from specscope.analysis.loader import Trace, load
@@ -16,21 +35,99 @@ from specscope.analysis.steps import Steps, find_steps
 from specscope.analysis.summary import summarize
 
 
+@dataclass(frozen=True)
+class AnalyzeOptions:
+    """The knobs of one analysis besides the step spec.
+
+    ``skip``: warm-up steps dropped from the start. ``pid``/``device``: the process and GPU to
+    read (None: picked as :func:`~specscope.analysis.steps.find_steps` documents).
+    ``count_kernels``: regexes of kernel names counted per step (``kernels:``/``kernel_us:``
+    metrics) on top of the spec's own.
+    """
+
+    skip: int = 0
+    pid: int | None = None
+    device: int | None = None
+    count_kernels: tuple[str, ...] = ()
+
+    def counting(self, *patterns: str) -> AnalyzeOptions:
+        """These options with ``patterns`` also counted (each once; empty ones ignored)."""
+        extra = tuple(p for p in patterns if p and p not in self.count_kernels)
+        return dataclasses.replace(self, count_kernels=(*self.count_kernels, *extra))
+
+
+DEFAULT_OPTIONS = AnalyzeOptions()
+
+
 @dataclass
 class Analysis:
-    """An analysed export: the trace, its steps, per-step metrics and their summary."""
+    """One analysed capture (module doc): per-step metrics, summary and provenance.
 
-    trace: Trace
-    steps: Steps
+    ``skipped``: warm-up steps dropped; ``dropped_trailing``: trailing steps without GPU work
+    dropped; ``spec``: the step spec as :meth:`StepSpec.to_dict` writes it; ``capture_mode``:
+    a :class:`~specscope.analysis.loader.CaptureMode` value (``node``, ``graph``, ...).
+    """
+
+    source: str
     metrics: StepMetrics
-    summary: pd.DataFrame
+    capture_mode: str
+    gpu: str | None
+    nsys_version: str
+    spec: dict
+    summary: pd.DataFrame = field(default_factory=pd.DataFrame)
+    schema_version: str = "unknown"
+    pid: int | None = None
+    tid: int | None = None
+    device_id: int | None = None
+    skipped: int = 0
+    dropped_trailing: int = 0
+    batch_size: int | None = None
+    commit: str | None = None
+    trace: Trace | None = field(default=None, repr=False)
+    steps: Steps | None = field(default=None, repr=False)
 
     @property
-    def gpu(self) -> str | None:
-        names = self.trace.gpu_names
-        if self.steps.device_id is not None and self.steps.device_id in names:
-            return names[self.steps.device_id]
-        return ", ".join(sorted(set(names.values()))) or None
+    def frame(self) -> pd.DataFrame:
+        """Per-step metrics, index: step."""
+        return self.metrics.frame
+
+    @property
+    def unavailable(self) -> dict[str, str]:
+        return self.metrics.unavailable
+
+    @property
+    def notes(self) -> list[str]:
+        return self.metrics.notes
+
+    @property
+    def n_steps(self) -> int:
+        """Steps reported (after the warm-up skip and the trailing drops)."""
+        return len(self.metrics.frame)
+
+    @property
+    def detached(self) -> bool:
+        """Whether trace and operations are gone (module doc)."""
+        return self.steps is None
+
+    @cached_property
+    def ops(self) -> pd.DataFrame | None:
+        """GPU operations of the reported steps (``step, name, kind, dur_us``); None detached."""
+        if self.steps is None:
+            return None
+        ops = self.steps.ops
+        ops = ops[np.isin(ops["step"].to_numpy(), self.steps.kept)]
+        return pd.DataFrame(
+            {
+                "step": ops["step"].to_numpy(),
+                "name": ops["name"].astype(str).to_numpy(),
+                "kind": ops["kind"].astype(str).to_numpy(),
+                "dur_us": (ops["end_ns"] - ops["start_ns"]).to_numpy() / 1e3,
+            }
+        )
+
+    def detach(self) -> Analysis:
+        """The same analysis without the trace (and its SQLite connection) and operations."""
+        return dataclasses.replace(self, trace=None, steps=None)
 
     def to_json(self, per_step: bool = True) -> dict:
         """The documented JSON shape of ``specscope analyze --format json``."""
@@ -43,23 +140,23 @@ class Analysis:
         for metric, row in self.summary.iterrows():
             entry = {k: num(row[k]) for k in ("n", "mean", "p10", "p50", "p90", "min", "max")}
             entry["unit"] = row["unit"]
-            if metric in self.metrics.unavailable:
-                entry["unavailable"] = self.metrics.unavailable[metric]
+            if metric in self.unavailable:
+                entry["unavailable"] = self.unavailable[metric]
             summary[metric] = entry
         data = {
-            "trace": str(self.trace.path),
-            "nsys_version": self.trace.nsys_version,
-            "schema_version": self.trace.schema_version,
-            "capture_mode": self.trace.capture_mode.value,
+            "trace": self.source,
+            "nsys_version": self.nsys_version,
+            "schema_version": self.schema_version,
+            "capture_mode": self.capture_mode,
             "gpu": self.gpu,
-            "pid": self.steps.pid,
-            "tid": self.steps.tid,
-            "device": self.steps.device_id,
-            "spec": self.steps.spec.to_dict(),
-            "steps": len(self.steps.kept),
-            "skipped": self.steps.skipped,
-            "dropped_trailing": self.steps.dropped_trailing,
-            "notes": self.metrics.notes,
+            "pid": self.pid,
+            "tid": self.tid,
+            "device": self.device_id,
+            "spec": self.spec,
+            "steps": self.n_steps,
+            "skipped": self.skipped,
+            "dropped_trailing": self.dropped_trailing,
+            "notes": self.notes,
             "summary": summary,
         }
         if per_step:
@@ -77,17 +174,36 @@ class Analysis:
         return head[:-1] + ', "per_step": ' + self.per_step_json() + "}"
 
 
+def _gpu(trace: Trace, device_id: int | None) -> str | None:
+    """The GPU of ``device_id``, else every GPU name of the export (None without one)."""
+    names = trace.gpu_names
+    if device_id is not None and device_id in names:
+        return names[device_id]
+    return ", ".join(sorted(set(names.values()))) or None
+
+
 def analyze(
-    path: str | Path,
-    spec: StepSpec,
-    *,
-    skip: int = 0,
-    pid: int | None = None,
-    device: int | None = None,
-    count_kernels: tuple[str, ...] = (),
+    path: str | Path, spec: StepSpec, options: AnalyzeOptions = DEFAULT_OPTIONS
 ) -> Analysis:
-    """Load ``path`` read-only and compute its per-step metrics and summary."""
+    """Load ``path`` read-only and compute its per-step metrics and summary (a live analysis)."""
+    o = options
     trace = load(path)
-    steps = find_steps(trace, spec, skip=skip, pid=pid, device=device)
-    metrics = per_step_metrics(trace, steps, count_kernels)
-    return Analysis(trace, steps, metrics, summarize(metrics))
+    steps = find_steps(trace, spec, skip=o.skip, pid=o.pid, device=o.device)
+    metrics = per_step_metrics(trace, steps, o.count_kernels)
+    return Analysis(
+        source=str(trace.path),
+        metrics=metrics,
+        capture_mode=trace.capture_mode.value,
+        gpu=_gpu(trace, steps.device_id),
+        nsys_version=trace.nsys_version,
+        spec=steps.spec.to_dict(),
+        summary=summarize(metrics),
+        schema_version=trace.schema_version,
+        pid=steps.pid,
+        tid=steps.tid,
+        device_id=steps.device_id,
+        skipped=steps.skipped,
+        dropped_trailing=steps.dropped_trailing,
+        trace=trace,
+        steps=steps,
+    )

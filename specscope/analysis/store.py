@@ -12,7 +12,9 @@ Tables (readable with the ``sqlite-utils`` CLI, e.g. ``sqlite-utils rows results
     one row per (run, metric): ``run_id, metric, n, mean, p10, p50, p90, min, max, unit,
     available``.
 
-Runs are only ever appended; nothing earlier is overwritten.
+Runs are only ever appended; nothing earlier is overwritten. :func:`read_run` reads one back
+as a detached :class:`~specscope.analysis.run.Analysis`; :func:`is_results_db` tells a results
+database from an nsys export.
 """
 
 from __future__ import annotations
@@ -20,16 +22,18 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
+import sqlite3
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 import pandas as pd
 import sqlite_utils
 
-from specscope.analysis.loader import Trace
+from specscope.analysis.loader import open_readonly
 from specscope.analysis.metrics import StepMetrics
-from specscope.analysis.steps import Steps
+from specscope.analysis.run import Analysis
 from specscope.checksum import sha256_file
+from specscope.errors import SpecscopeError
 
 
 def _specscope_version() -> str:
@@ -43,36 +47,30 @@ def _num(x) -> float | None:
     return None if x is None or (isinstance(x, float) and math.isnan(x)) else float(x)
 
 
-def append_run(
-    db_path: str | Path,
-    trace: Trace,
-    steps: Steps,
-    metrics: StepMetrics,
-    summary: pd.DataFrame,
-) -> int:
-    """Append one analysed run to ``db_path`` (created if absent); return its run id."""
+def append_run(db_path: str | Path, a: Analysis) -> int:
+    """Append the analysis of an export (``a.source``: its path) to ``db_path`` (created if
+    absent); return its run id."""
     db = sqlite_utils.Database(db_path)
-    gpu = trace.gpu_names.get(steps.device_id) if steps.device_id is not None else None
     run = {
-        "trace": str(trace.path),
-        "sha256": sha256_file(trace.path),
-        "nsys_version": trace.nsys_version,
-        "schema_version": trace.schema_version,
-        "capture_mode": trace.capture_mode.value,
-        "gpu": gpu or ", ".join(sorted(set(trace.gpu_names.values()))) or None,
-        "spec": json.dumps(steps.spec.to_dict()),
-        "skip": steps.skipped,
-        "pid": steps.pid,
-        "tid": steps.tid,
-        "device_id": steps.device_id,
-        "steps": len(steps.kept),
+        "trace": a.source,
+        "sha256": sha256_file(a.source),
+        "nsys_version": a.nsys_version,
+        "schema_version": a.schema_version,
+        "capture_mode": a.capture_mode,
+        "gpu": a.gpu,
+        "spec": json.dumps(a.spec),
+        "skip": a.skipped,
+        "pid": a.pid,
+        "tid": a.tid,
+        "device_id": a.device_id,
+        "steps": a.n_steps,
         "created_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "specscope_version": _specscope_version(),
-        "notes": json.dumps(metrics.notes),
+        "notes": json.dumps(a.notes),
     }
     with db.conn:
         run_id = db["runs"].insert(run, pk="id").last_pk
-        long = metrics.frame.reset_index().melt(id_vars="step", var_name="metric")
+        long = a.frame.reset_index().melt(id_vars="step", var_name="metric")
         db["step_metrics"].insert_all(
             (
                 {
@@ -80,7 +78,7 @@ def append_run(
                     "step": int(r.step),
                     "metric": r.metric,
                     "value": _num(r.value),
-                    "unit": summary.loc[r.metric, "unit"],
+                    "unit": a.summary.loc[r.metric, "unit"],
                 }
                 for r in long.itertuples(index=False)
             ),
@@ -95,10 +93,93 @@ def append_run(
                     **{k: _num(row[k]) for k in ("mean", "p10", "p50", "p90", "min", "max")},
                     "n": int(row["n"]),
                     "unit": row["unit"],
-                    "available": metric not in metrics.unavailable,
+                    "available": metric not in a.unavailable,
                 }
-                for metric, row in summary.iterrows()
+                for metric, row in a.summary.iterrows()
             ),
             foreign_keys=[("run_id", "runs", "id")],
         )
     return int(run_id)
+
+
+def is_results_db(path: str | Path) -> bool:
+    """Whether ``path`` is a results database of ``specscope analyze --db`` (has ``runs``)."""
+    con = open_readonly(path)
+    try:
+        names = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    except sqlite3.DatabaseError:
+        return False
+    finally:
+        con.close()
+    return {"runs", "step_metrics"} <= names
+
+
+def _run_row(con: sqlite3.Connection, path: str | Path, run_id: int | None) -> sqlite3.Row:
+    if run_id is None:
+        row = con.execute("SELECT * FROM runs ORDER BY id DESC LIMIT 1").fetchone()
+        if row is None:
+            raise SpecscopeError(f"{path}: the results database has no runs")
+        return row
+    row = con.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
+    if row is None:
+        ids = [r[0] for r in con.execute("SELECT id FROM runs ORDER BY id")]
+        shown = ", ".join(map(str, ids[-10:])) or "none"
+        raise SpecscopeError(f"{path}: no run {run_id}; runs: {shown}")
+    return row
+
+
+def _read_tables(con: sqlite3.Connection, run_id: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """A run's ``step_metrics`` (long) and ``summary`` rows (empty without the table)."""
+    long = pd.read_sql_query(
+        "SELECT step, metric, value FROM step_metrics WHERE run_id = ? ORDER BY rowid",
+        con,
+        params=(run_id,),
+    )
+    tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    summary = pd.DataFrame(columns=["metric", "available"])
+    if "summary" in tables:
+        summary = pd.read_sql_query(
+            "SELECT * FROM summary WHERE run_id = ? ORDER BY rowid", con, params=(run_id,)
+        )
+    return long, summary
+
+
+def read_run(path: str | Path, run_id: int | None = None) -> Analysis:
+    """Run ``run_id`` (default: the latest) of a results database, as a detached analysis.
+
+    Metrics the stored summary marks unavailable are unavailable "in the stored run".
+    """
+    con = open_readonly(path)
+    con.row_factory = sqlite3.Row
+    try:
+        row = _run_row(con, path, run_id)
+        long, stored = _read_tables(con, row["id"])
+    except sqlite3.DatabaseError as e:
+        raise SpecscopeError(f"{path}: not a readable results database ({e})") from None
+    finally:
+        con.close()
+    order = list(dict.fromkeys(long["metric"]))
+    frame = long.pivot(index="step", columns="metric", values="value").reindex(columns=order)
+    frame.columns.name = None
+    keys = row.keys()
+    unavailable = {
+        m: "unavailable in the stored run" for m in stored["metric"][stored["available"] == 0]
+    }
+    notes = json.loads(row["notes"]) if "notes" in keys and row["notes"] else []
+    summary = stored.drop(columns=["run_id", "available"], errors="ignore").set_index("metric")
+    return Analysis(
+        source=f"{path}:{row['id']}",
+        metrics=StepMetrics(frame.astype("float64"), unavailable, notes),
+        capture_mode=row["capture_mode"],
+        gpu=row["gpu"],
+        nsys_version=row["nsys_version"] or "unknown",
+        spec=json.loads(row["spec"]) if row["spec"] else {},
+        summary=summary,
+        schema_version=row["schema_version"] or "unknown",
+        pid=row["pid"],
+        tid=row["tid"],
+        device_id=row["device_id"],
+        skipped=int(row["skip"] or 0),
+        batch_size=row["batch_size"] if "batch_size" in keys else None,
+        commit=row["commit"] if "commit" in keys else None,
+    )

@@ -12,6 +12,7 @@ under ``tests/data/`` are used instead and the output says so.
 
 from __future__ import annotations
 
+import dataclasses
 import lzma
 import shutil
 import tempfile
@@ -19,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from specscope.analysis.compare import Comparison, compare_runs
-from specscope.analysis.inputs import ReportInput, run_from_analysis
-from specscope.analysis.run import analyze
+from specscope.analysis.inputs import ResolvedInput
+from specscope.analysis.run import AnalyzeOptions, analyze
 from specscope.analysis.spec import DEFAULT_PRESET, load_preset
 from specscope.checksum import sha256_file
 from specscope.errors import SpecscopeError
@@ -86,14 +87,15 @@ def run_demo(out: Path, examples: Path | None = None) -> Demo:
         inputs = []
         for _, path in found:
             plain = _plain(path, Path(d))
-            a = analyze(plain, spec, skip=1)
-            run = run_from_analysis(plain, a)
-            run.source = str(path)
-            inputs.append(ReportInput(str(path), run, a, path, None, None, sha256_file(plain)))
+            a = dataclasses.replace(analyze(plain, spec, AnalyzeOptions(skip=1)), source=str(path))
+            inputs.append(ResolvedInput(str(path), a, path, export_sha256=sha256_file(plain)))
         labels = [label for label, _ in found]
         comparisons = [
             compare_runs(
-                [inputs[0].run], [i.run], labels=(labels[0], labels[k]), min_steps=min_steps
+                [inputs[0].analysis],
+                [i.analysis],
+                labels=(labels[0], labels[k]),
+                min_steps=min_steps,
             )
             for k, i in enumerate(inputs[1:], 1)
         ]

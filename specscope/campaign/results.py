@@ -17,6 +17,7 @@ the ``trace`` column holds the path relative to ``DIR``). An export already in t
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -24,14 +25,15 @@ from pathlib import Path
 
 import sqlite_utils
 
-from specscope.analysis.inputs import ReportInput, run_from_analysis
-from specscope.analysis.run import analyze
+from specscope.analysis.inputs import ResolvedInput, analyze_with_provenance
+from specscope.analysis.run import AnalyzeOptions
 from specscope.analysis.spec import load_preset
 from specscope.analysis.store import append_run
 from specscope.campaign.matrix import MODES, Campaign
 from specscope.campaign.record import read_log
 from specscope.checksum import sha256_file
 from specscope.errors import SpecscopeError
+from specscope.profiler.manifest import read_manifest
 
 DB = "results.sqlite"
 RUN_FIELDS = (
@@ -57,7 +59,7 @@ class CampaignResults:
     campaign: Campaign
     out: Path
     db: Path
-    inputs: dict[tuple[str, str, str], list[ReportInput]] = field(default_factory=dict)
+    inputs: dict[tuple[str, str, str], list[ResolvedInput]] = field(default_factory=dict)
     rows: dict[str, dict] = field(default_factory=dict)
 
 
@@ -67,6 +69,14 @@ def _read_json(path: Path) -> dict:
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
+
+
+def _lenient_manifest(run_dir: Path) -> dict:
+    """The manifest of a recorded run folder; empty when it has none or an unreadable one."""
+    try:
+        return read_manifest(run_dir) or {}
+    except SpecscopeError:
+        return {}
 
 
 def _existing_run_id(db: sqlite_utils.Database, trace: str, sha: str) -> int | None:
@@ -98,7 +108,7 @@ def analyze_folder(
         row.update(run_dir=e.get("run_dir"), export=e.get("export"), run_id=None)
         data = _read_json(out / e["json"]) if e.get("json") else {}
         row.update({k: data.get(k) for k in RUN_FIELDS})
-        manifest = _read_json(out / e["run_dir"] / "manifest.json") if e.get("run_dir") else {}
+        manifest = _lenient_manifest(out / e["run_dir"]) if e.get("run_dir") else {}
         gpus = manifest.get("gpus") or [{}]
         row.update(
             gpu=data.get("gpu") or gpus[0].get("name"),
@@ -109,7 +119,7 @@ def analyze_folder(
         if e.get("status") == "ok" and e.get("mode") in MODES and e.get("export"):
             export = out / e["export"]
             try:
-                a = analyze(export, spec, skip=c.skip)
+                a = analyze_with_provenance(export, spec, AnalyzeOptions(skip=c.skip))
             except SpecscopeError as err:
                 row.update(status="analysis-failed", error=str(err))
                 say(f"{run_id_text}: analysis failed: {err}")
@@ -117,15 +127,14 @@ def analyze_folder(
                 sha = sha256_file(export)
                 run_id = _existing_run_id(db, e["export"], sha)
                 if run_id is None:
-                    run_id = append_run(db_path, a.trace, a.steps, a.metrics, a.summary)
+                    run_id = append_run(db_path, a)
                     db["runs"].update(run_id, {"trace": e["export"]})
                 row["run_id"] = run_id
-                run = run_from_analysis(export, a)
-                run.batch_size = e.get("bs")
-                run.source = f"{e['cell']}/{e['mode']}/{e['variant']}/r{e['rep']}"
+                label = f"{e['cell']}/{e['mode']}/{e['variant']}/r{e['rep']}"
+                a = dataclasses.replace(a, batch_size=e.get("bs"), source=label)
                 key = (e["cell"], e["mode"], e["variant"])
                 res.inputs.setdefault(key, []).append(
-                    ReportInput(str(export), run, a, export, out / e["run_dir"], manifest, sha)
+                    ResolvedInput(str(export), a, export, out / e["run_dir"], manifest, sha)
                 )
         res.rows[run_id_text] = row
     db["campaign_runs"].upsert_all(list(res.rows.values()), pk="id", alter=True)

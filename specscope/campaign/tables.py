@@ -83,7 +83,7 @@ def metric_rows(res: CampaignResults) -> pd.DataFrame:
     """One row per (cell, variant, mode, metric) with pooled statistics (module doc)."""
     rows = []
     for (cell, mode, variant), inputs in res.inputs.items():
-        frames = [i.run.frame for i in inputs]
+        frames = [i.analysis.frame for i in inputs]
         for metric in dict.fromkeys(m for f in frames for m in f.columns):
             s = side_stats(frames, metric)
             rows.append(
@@ -273,8 +273,8 @@ def comparisons(res: CampaignResults, **stats_kw) -> dict[tuple[str, str], list[
                 if other:
                     found.append(
                         compare_runs(
-                            [i.run for i in base],
-                            [i.run for i in other],
+                            [i.analysis for i in base],
+                            [i.analysis for i in other],
                             labels=(c.baseline, v),
                             **stats_kw,
                         )

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from specscope.checksum import sha256_file
+from specscope.errors import SpecscopeError
 
 MANIFEST = "manifest.json"
 ENV_PREFIXES = ("SPECSCOPE_", "SGLANG_")
@@ -134,5 +135,41 @@ def write_manifest(run_dir: Path, data: Mapping[str, object]) -> Path:
     return path
 
 
-def read_manifest(run_dir: Path) -> dict:
-    return json.loads((run_dir / MANIFEST).read_text())
+def read_manifest(run_dir: Path) -> dict | None:
+    """The manifest of ``run_dir``; None when the folder has no ``manifest.json``.
+
+    An unreadable manifest, or one that is not a JSON object, is a SpecscopeError that says so.
+    """
+    path = Path(run_dir) / MANIFEST
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise SpecscopeError(f"{path}: unreadable manifest ({e}); fix or remove it") from None
+    if not isinstance(data, dict):
+        raise SpecscopeError(f"{path}: not a manifest (expected a JSON object)")
+    return data
+
+
+def batch_and_commit(manifest: Mapping, export: Path) -> tuple[int | None, str | None]:
+    """Batch size and commit that ``manifest`` records for ``export`` (None where it does not).
+
+    The manifest applies when its ``outputs`` list the export (or it lists no outputs).
+    ``batch_size``: a top-level ``batch_size`` key or the ``SPECSCOPE_BATCH_SIZE`` variable of
+    its ``env``; ``commit``: ``git.commit``, with ``-dirty`` appended when the work tree was
+    dirty.
+    """
+    outputs = manifest.get("outputs") or {}
+    if outputs and export.name not in {Path(k).name for k in outputs}:
+        return None, None
+    batch = manifest.get("batch_size", (manifest.get("env") or {}).get("SPECSCOPE_BATCH_SIZE"))
+    git = manifest.get("git") or {}
+    commit = git.get("commit")
+    if commit and git.get("dirty"):
+        commit += "-dirty"
+    try:
+        batch = int(batch) if batch is not None else None
+    except (TypeError, ValueError):
+        batch = None
+    return batch, commit

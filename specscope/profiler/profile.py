@@ -423,12 +423,12 @@ def run_analysis(export: Path, preset: str, db: Path) -> dict:
     from specscope.analysis.store import append_run
 
     result = analyze(export, load_preset(preset))
-    run_id = append_run(db, result.trace, result.steps, result.metrics, result.summary)
+    run_id = append_run(db, result)
     (export.parent / "analysis.json").write_text(json.dumps(result.to_json(), indent=1) + "\n")
     return {
         "preset": preset,
         "db": str(db),
         "run_id": run_id,
-        "steps": len(result.steps.kept),
+        "steps": result.n_steps,
         "json": "analysis.json",
     }

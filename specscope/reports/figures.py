@@ -1,6 +1,6 @@
 """``distributions.png``, ``steps.png``, ``composition.png``; draws only.
 
-Inputs are the per-step metric frames of the runs (:attr:`specscope.analysis.compare.Run.frame`)
+Inputs are the per-step metric frames of the runs (:attr:`specscope.analysis.run.Analysis.frame`)
 and the median steps' compositions (:func:`specscope.analysis.composition.step_composition`).
 """
 

@@ -22,7 +22,6 @@ from collections.abc import Sequence
 
 from specscope.analysis import catalog
 from specscope.analysis.compare import Comparison
-from specscope.analysis.runs import Run
 from specscope.analysis.spec import (
     DEFAULT_PRESET,
     known_names,
@@ -125,7 +124,7 @@ def _distinct(values: list) -> str | None:
 
 def provenance(comparisons: Sequence[Comparison]) -> str:
     """GPU, nsys version, capture mode, commits (when known), steps counted per side."""
-    sides: list[tuple[str, list[Run]]] = [(comparisons[0].labels[0], comparisons[0].before)]
+    sides = [(comparisons[0].labels[0], comparisons[0].before)]
     sides += [(c.labels[1], c.after) for c in comparisons]
     runs = [r for _, side in sides for r in side]
     parts = []
@@ -144,8 +143,8 @@ def provenance(comparisons: Sequence[Comparison]) -> str:
     counted = []
     for label, side in sides:
         runs_note = f" in {len(side)} runs" if len(side) > 1 else ""
-        counted.append(f"{label} {sum(r.steps for r in side)}{runs_note}")
-    skipped = _distinct([r.skip for r in runs])
+        counted.append(f"{label} {sum(r.n_steps for r in side)}{runs_note}")
+    skipped = _distinct([r.skipped for r in runs])
     skip_note = f" (after {skipped} warm-up skipped)" if skipped and skipped != "0" else ""
     parts.append("steps counted: " + ", ".join(counted) + skip_note)
     parts.append("medians per step")

@@ -2,7 +2,7 @@
 
 :func:`new_report_dir` makes ``OUT/<YYYYmmdd-HHMMSS>-report`` (never an existing folder);
 :func:`write_report` fills it from what the analysis returned: the inputs
-(:class:`specscope.analysis.inputs.ReportInput`), the comparisons of the first input against
+(:class:`specscope.analysis.inputs.ResolvedInput`), the comparisons of the first input against
 each later one (:class:`specscope.analysis.compare.Comparison`) and each input's median step
 (:class:`specscope.analysis.composition.MedianStep`, None for a results-database run).
 """
@@ -15,7 +15,7 @@ from pathlib import Path
 
 from specscope.analysis.compare import Comparison, Level
 from specscope.analysis.composition import MedianStep
-from specscope.analysis.inputs import ReportInput
+from specscope.analysis.inputs import ResolvedInput
 from specscope.reports import figures, html, markdown, timeline
 from specscope.reports.style import pretty_gap
 
@@ -36,9 +36,9 @@ def new_report_dir(out: Path, now: dt.datetime | None = None) -> Path:
     return new_run_dir(out, "report", now)
 
 
-def input_facts(i: ReportInput, label: str, view: MedianStep | None) -> list[tuple[str, str]]:
+def input_facts(i: ResolvedInput, label: str, view: MedianStep | None) -> list[tuple[str, str]]:
     """Provenance of one input as (name, value) pairs, for summary.md and the page."""
-    r = i.run
+    r = i.analysis
     facts = [("input", i.ref)]
     if i.run_dir is not None:
         facts.append(("run folder", str(i.run_dir)))
@@ -46,10 +46,10 @@ def input_facts(i: ReportInput, label: str, view: MedianStep | None) -> list[tup
         facts.append(("export", str(i.export)))
     if i.sha256:
         facts.append(("sha256", i.sha256))
-    if i.analysis is None:
+    if r.detached:
         facts.append(("source", f"{r.source} (results database: per-step metrics only)"))
     facts += [
-        ("steps", f"{r.steps} (after skipping {r.skip} warm-up)"),
+        ("steps", f"{r.n_steps} (after skipping {r.skipped} warm-up)"),
         ("GPU", r.gpu or "unknown"),
         ("nsys", r.nsys_version),
         ("capture mode", r.capture_mode),
@@ -76,7 +76,7 @@ def input_facts(i: ReportInput, label: str, view: MedianStep | None) -> list[tup
 
 def summary_markdown(
     comparisons: Sequence[Comparison],
-    inputs: Sequence[ReportInput],
+    inputs: Sequence[ResolvedInput],
     labels: Sequence[str],
     views: Sequence[MedianStep | None],
 ) -> str:
@@ -87,7 +87,7 @@ def summary_markdown(
         lines.append(f"### {label}")
         lines.append("")
         lines += [f"- {k}: `{v}`" for k, v in input_facts(i, label, view)]
-        lines += [f"- note: {n}" for n in i.run.notes]
+        lines += [f"- note: {n}" for n in i.analysis.notes]
         lines.append("")
     return "\n".join(lines)
 
@@ -111,7 +111,7 @@ def _warnings(comparisons: Sequence[Comparison]) -> list[str]:
 
 def write_report(
     out_dir: Path,
-    inputs: Sequence[ReportInput],
+    inputs: Sequence[ResolvedInput],
     labels: Sequence[str],
     comparisons: Sequence[Comparison],
     views: Sequence[MedianStep | None],
@@ -123,7 +123,7 @@ def write_report(
 ) -> dict[str, Path]:
     """Write :data:`FILES` into ``out_dir`` (an existing, empty folder); return their paths."""
     now = now or dt.datetime.now(dt.timezone.utc)
-    frames = [i.run.frame for i in inputs]
+    frames = [i.analysis.frame for i in inputs]
     paths = {name: out_dir / name for name in FILES}
     timeline.timeline_figure(views, labels, paths["timeline.png"], highlight=highlight)
     figures.distributions_figure(frames, labels, paths["distributions.png"])
@@ -208,7 +208,7 @@ def write_report(
             {
                 "label": label,
                 "facts": input_facts(i, label, view),
-                "notes": i.run.notes,
+                "notes": i.analysis.notes,
                 "manifest": html.manifest_text(i.manifest),
             }
             for i, label, view in zip(inputs, labels, views, strict=True)

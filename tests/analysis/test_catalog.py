@@ -19,7 +19,7 @@ from specscope.analysis.catalog import (
     unit,
 )
 from specscope.analysis.loader import EAGER_COPY_KINDS
-from specscope.analysis.run import analyze
+from specscope.analysis.run import AnalyzeOptions, analyze
 from specscope.analysis.spec import load_preset
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -50,7 +50,7 @@ def test_readme_table_is_the_catalogs() -> None:
     ids=lambda p: p.name,
 )
 def test_every_metric_of_the_real_fixtures_has_an_entry(path: Path) -> None:
-    a = analyze(path, load_preset("eagle"), skip=1, count_kernels=("nccl",))
+    a = analyze(path, load_preset("eagle"), AnalyzeOptions(skip=1, count_kernels=("nccl",)))
     columns = list(a.metrics.frame.columns)
     assert columns
     missing = [c for c in columns if find(c) is None]

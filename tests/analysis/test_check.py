@@ -248,13 +248,13 @@ def test_exit_2_on_bad_rules(tmp_path: Path) -> None:
 
 
 def test_check_reads_a_results_db_run(tmp_path: Path) -> None:
-    from specscope.analysis.run import analyze
+    from specscope.analysis.run import AnalyzeOptions, analyze
     from specscope.analysis.spec import load_preset
     from specscope.analysis.store import append_run
 
     db = tmp_path / "results.sqlite"
-    a = analyze(AFTER, load_preset("eagle"), skip=1)
-    append_run(db, a.trace, a.steps, a.metrics, a.summary)
+    a = analyze(AFTER, load_preset("eagle"), AnalyzeOptions(skip=1))
+    append_run(db, a)
     r = invoke(f"{db}:1", "--thresholds", "eagle")
     assert r.exit_code == 0, r.output
     assert f"{db}:1: 11 steps, 7 rule(s)" in r.stdout

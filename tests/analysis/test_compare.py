@@ -27,11 +27,14 @@ from specscope.analysis.compare import (
     kernel_diff,
     side_stats,
 )
-from specscope.analysis.runs import Run, load_run, read_manifest
+from specscope.analysis.inputs import resolve
+from specscope.analysis.metrics import StepMetrics
+from specscope.analysis.run import Analysis, AnalyzeOptions
 from specscope.analysis.spec import load_preset
 from specscope.analysis.store import append_run
 from specscope.cli_compare import compare_cmd
 from specscope.errors import SpecscopeError
+from specscope.profiler.manifest import batch_and_commit, read_manifest
 
 GAP_DE = "gap_us:draft_extend.replay->draft.replay"
 GAP_DV = "gap_us:draft.replay->verify.replay"
@@ -57,14 +60,14 @@ def eagle_frame(n: int, seed: int, *, idle=440.0, gap_de=210.0, gap_dv=80.0, cop
     )
 
 
-def run(frame: pd.DataFrame, source: str = "x.sqlite", **kw) -> Run:
+def run(frame: pd.DataFrame, source: str = "x.sqlite", **kw) -> Analysis:
     info = {
         "capture_mode": "node",
         "gpu": "NVIDIA H200",
         "nsys_version": "2025.3.2.0",
         "spec": {"step": "step", "anchors": ["a", "b"]},
     }
-    return Run(source=source, frame=frame, **{**info, **kw})
+    return Analysis(source=source, metrics=StepMetrics(frame), **{**info, **kw})
 
 
 # ---------------------------------------------------------------------------- verdicts
@@ -276,9 +279,10 @@ def test_kernel_diff() -> None:
 
 
 @pytest.fixture(scope="module")
-def real_runs() -> dict[str, Run]:
+def real_runs() -> dict[str, Analysis]:
     spec = load_preset("eagle")
-    return {p.stem: load_run(str(p), spec, skip=1) for p in (BEFORE, AFTER, GRAPH)}
+    options = AnalyzeOptions(skip=1)
+    return {p.stem: resolve(p, spec, options).analysis for p in (BEFORE, AFTER, GRAPH)}
 
 
 def test_real_exports_compare(real_runs) -> None:
@@ -309,36 +313,37 @@ def test_results_db_references(tmp_path: Path) -> None:
     spec = load_preset("eagle")
     db = tmp_path / "results.sqlite"
     for trace in (BEFORE, AFTER):
-        a = analyze(trace, spec, skip=1)
-        append_run(db, a.trace, a.steps, a.metrics, a.summary)
-    first, latest = load_run(f"{db}:1", spec), load_run(str(db), spec)
+        a = analyze(trace, spec, AnalyzeOptions(skip=1))
+        append_run(db, a)
+    first, latest = resolve(f"{db}:1", spec).analysis, resolve(db, spec).analysis
     assert first.source == f"{db}:1" and latest.source == f"{db}:2"
     assert first.ops is None and first.capture_mode == "node" and first.gpu == "NVIDIA H200"
-    assert first.spec["anchors"][0] == "draft.replay" and first.skip == 1
-    direct = analyze(BEFORE, spec, skip=1).metrics.frame
+    assert first.spec["anchors"][0] == "draft.replay" and first.skipped == 1
+    direct = analyze(BEFORE, spec, AnalyzeOptions(skip=1)).metrics.frame
     pd.testing.assert_frame_equal(
         first.frame, direct.astype("float64"), check_names=False, check_index_type=False
     )
     assert latest.frame["eager_memcpy"].tolist() == [7.0] * 11
     with pytest.raises(SpecscopeError, match="no run 9"):
-        load_run(f"{db}:9", spec)
+        resolve(f"{db}:9", spec)
     with pytest.raises(SpecscopeError, match="not a results database"):
-        load_run(f"{BEFORE}:1", spec)
+        resolve(f"{BEFORE}:1", spec)
 
 
 def test_manifest_beside_export(tmp_path: Path) -> None:
     export = tmp_path / "trace.sqlite"
     export.write_bytes(b"")
-    assert read_manifest(export) == {}
+    assert read_manifest(tmp_path) is None
     manifest = {
         "git": {"commit": "abc123", "dirty": True},
         "env": {"SPECSCOPE_BATCH_SIZE": "8"},
         "outputs": {"trace.sqlite": {"bytes": 0, "sha256": None}},
     }
     (tmp_path / "manifest.json").write_text(json.dumps(manifest))
-    assert read_manifest(export) == {"batch_size": 8, "commit": "abc123-dirty"}
+    assert read_manifest(tmp_path) == manifest
+    assert batch_and_commit(manifest, export) == (8, "abc123-dirty")
     other = tmp_path / "other.sqlite"
-    assert read_manifest(other) == {}  # the manifest lists another export
+    assert batch_and_commit(manifest, other) == (None, None)  # it lists another export
 
 
 # ---------------------------------------------------------------------------- CLI

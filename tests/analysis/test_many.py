@@ -11,7 +11,8 @@ from click.testing import CliRunner
 from eagle_exports import EAGLE_SPEC, build_eagle
 
 from specscope.analysis import progress
-from specscope.analysis.many import analyze_many, expand_inputs, rank_labels
+from specscope.analysis.inputs import expand
+from specscope.analysis.many import analyze_many, rank_labels
 from specscope.cli import cli
 
 
@@ -38,13 +39,13 @@ def test_process_pool_results_in_input_order(rank_exports, corrupt) -> None:
     assert [r.path for r in results] == paths and sorted(seen) == sorted(paths)
     assert [r.ok for r in results] == [True, False, True, True]
     assert "rank9.sqlite" in results[1].error and "\n" not in results[1].error
-    assert [r.analysis.steps.pid for r in results if r.ok] == [500, 501, 502]
+    assert [r.analysis.pid for r in results if r.ok] == [500, 501, 502]
     assert results[0].analysis.summary.loc["window_us", "p50"] == pytest.approx(10.0)
     assert results[0].analysis.to_json()["steps"] == 5  # detached analyses still render
 
 
 def test_expand_folder_and_labels(tmp_path, rank_exports) -> None:
-    assert expand_inputs([tmp_path]) == rank_exports
+    assert expand([tmp_path]) == rank_exports
     assert rank_labels(rank_exports) == ["rank0", "rank1", "rank2"]
     assert rank_labels([Path("a/x.sqlite"), Path("b/x.sqlite")]) == ["a/x.sqlite", "b/x.sqlite"]
     empty = tmp_path / "empty"

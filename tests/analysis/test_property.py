@@ -17,7 +17,7 @@ import numpy as np
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from specscope.analysis.run import analyze
+from specscope.analysis.run import AnalyzeOptions, analyze
 from specscope.analysis.spec import StepSpec
 from specscope.analysis.summary import kernel_timeline, median_step, totals
 from specscope.analysis.synthetic import SyntheticExport
@@ -155,7 +155,7 @@ def test_random_exports_keep_the_invariants(tmp_path_factory, plan):
     path = x.write(tmp_path_factory.getbasetemp() / f"prop_{next(_names)}.sqlite", empty=empty)
     skip = min(plan["skip"], len(plan["steps"]) - 1)
     spec = StepSpec("step", ANCHORS, count_kernels=plan["count_kernels"])
-    a = analyze(path, spec, skip=skip)
+    a = analyze(path, spec, AnalyzeOptions(skip=skip))
     f = a.metrics.frame
     assert len(f) >= 1
     assert list(f.index) == sorted(f.index) and f.index[0] == skip

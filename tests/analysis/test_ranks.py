@@ -11,6 +11,7 @@ from testdata import DATA
 
 from specscope.analysis.many import analyze_many
 from specscope.analysis.ranks import cross_rank, spread_summary, straggler_table
+from specscope.analysis.run import AnalyzeOptions
 
 
 def _frame(steps, **cols) -> pd.DataFrame:
@@ -67,9 +68,9 @@ def test_straggler_rank_from_synthetic_exports(write_export) -> None:
         write_export(build_eagle(6, pid=200 + r, tid=300 + r, period=10_000 + 2_000 * r), f"r{r}")
         for r in range(3)
     ]
-    results = analyze_many(paths, EAGLE_SPEC, jobs=1, skip=1)
+    results = analyze_many(paths, EAGLE_SPEC, AnalyzeOptions(skip=1), jobs=1)
     assert all(r.ok for r in results)
-    assert [r.analysis.steps.pid for r in results] == [200, 201, 202]
+    assert [r.analysis.pid for r in results] == [200, 201, 202]
     view = cross_rank({f"r{i}": r.analysis.metrics.frame for i, r in enumerate(results)})
     # the last step's window ends at its own work: all but it are full periods
     assert list(view["slowest_rank"])[:-1] == ["r2"] * 4
@@ -88,7 +89,9 @@ def test_real_two_rank_trace_names_the_late_rank() -> None:
     The steps end together, so the slowest step is either rank; the collective says who was
     late: rank 0's all-reduce waits for rank 1 (~600 µs), rank 1's is short (~30 µs)."""
     paths = [TWO_RANK / "rank0.sqlite", TWO_RANK / "rank1.sqlite"]
-    results = analyze_many(paths, EAGLE_SPEC, jobs=1, skip=2, count_kernels=("nccl",))
+    results = analyze_many(
+        paths, EAGLE_SPEC, AnalyzeOptions(skip=2, count_kernels=("nccl",)), jobs=1
+    )
     assert all(r.ok for r in results), [r.error for r in results]
     frames = {f"rank{i}": r.analysis.metrics.frame for i, r in enumerate(results)}
     assert all((f["kernels:nccl"] == 1).all() for f in frames.values())

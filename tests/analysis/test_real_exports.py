@@ -13,7 +13,7 @@ import pytest
 from testdata import DATA
 
 from specscope.analysis.loader import CaptureMode, load
-from specscope.analysis.run import analyze
+from specscope.analysis.run import AnalyzeOptions, analyze
 from specscope.analysis.spec import load_preset
 from specscope.analysis.summary import totals
 
@@ -51,7 +51,7 @@ def test_memcpy_totals_equal_nsys_stats(name: str) -> None:
     ],
 )
 def test_eagle_steps(name: str, copies: int | None, eager_memcpy: int, mode) -> None:
-    a = analyze(DATA / f"{name}.sqlite", load_preset("eagle"), skip=1)
+    a = analyze(DATA / f"{name}.sqlite", load_preset("eagle"), AnalyzeOptions(skip=1))
     f = a.metrics.frame
     assert a.trace.capture_mode is mode
     assert a.trace.nsys_version.startswith("2025.3")
@@ -84,8 +84,12 @@ def test_copy_kernels_counted_in_graph_mode_between_variants() -> None:
     """`specscope run` in graph mode: kpool_fused copies draft metadata with 4 eager
     fused_metadata_copy kernels per step (one per sibling draft step), draft_alias with none."""
     spec = load_preset("eagle")
-    kpool = analyze(DATA / "graphs/run_graph_kpool_nvtx.sqlite", spec, skip=1).metrics.frame
-    alias = analyze(DATA / "graphs/run_graph_alias_nvtx.sqlite", spec, skip=1).metrics.frame
+    kpool = analyze(
+        DATA / "graphs/run_graph_kpool_nvtx.sqlite", spec, AnalyzeOptions(skip=1)
+    ).metrics.frame
+    alias = analyze(
+        DATA / "graphs/run_graph_alias_nvtx.sqlite", spec, AnalyzeOptions(skip=1)
+    ).metrics.frame
     assert (kpool["kernels:fused_metadata_copy"] == 4).all()
     assert (alias["kernels:fused_metadata_copy"] == 0).all()
 
@@ -93,8 +97,8 @@ def test_copy_kernels_counted_in_graph_mode_between_variants() -> None:
 def test_after_is_faster_than_before() -> None:
     """The fixture's 'after' drops 4 copy kernels and 12 copies per step: less idle, less gap."""
     spec = load_preset("eagle")
-    before = analyze(DATA / "eagle_node_before.sqlite", spec, skip=1).summary
-    after = analyze(DATA / "eagle_node_after.sqlite", spec, skip=1).summary
+    before = analyze(DATA / "eagle_node_before.sqlite", spec, AnalyzeOptions(skip=1)).summary
+    after = analyze(DATA / "eagle_node_after.sqlite", spec, AnalyzeOptions(skip=1)).summary
     for metric in ["idle_us", "gap_us:draft_extend.replay->draft.replay", "cpu_step_us"]:
         assert after.loc[metric, "p50"] < before.loc[metric, "p50"], metric
 
@@ -109,7 +113,7 @@ def test_start_end_step_ranges() -> None:
 
 @pytest.mark.parametrize("name", ["cpu_eagle_2023", "cpu_eagle_startend_2023"])
 def test_cpu_export_from_nsys_2023(name: str) -> None:
-    a = analyze(DATA / f"{name}.sqlite", load_preset("eagle"), skip=2)
+    a = analyze(DATA / f"{name}.sqlite", load_preset("eagle"), AnalyzeOptions(skip=2))
     assert a.trace.nsys_version.startswith("2023.4")
     assert a.trace.capture_mode is CaptureMode.NO_CUDA
     f = a.metrics.frame

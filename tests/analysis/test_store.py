@@ -9,7 +9,7 @@ from pathlib import Path
 import sqlite_utils
 from testdata import DATA
 
-from specscope.analysis.run import analyze
+from specscope.analysis.run import AnalyzeOptions, analyze
 from specscope.analysis.spec import load_preset
 from specscope.analysis.store import append_run
 
@@ -17,9 +17,9 @@ from specscope.analysis.store import append_run
 def test_append_two_runs(tmp_path: Path) -> None:
     db_path = tmp_path / "results.sqlite"
     trace = DATA / "eagle_node_before.sqlite"
-    a = analyze(trace, load_preset("eagle"), skip=1)
-    first = append_run(db_path, a.trace, a.steps, a.metrics, a.summary)
-    second = append_run(db_path, a.trace, a.steps, a.metrics, a.summary)
+    a = analyze(trace, load_preset("eagle"), AnalyzeOptions(skip=1))
+    first = append_run(db_path, a)
+    second = append_run(db_path, a)
     assert second == first + 1
     db = sqlite_utils.Database(db_path)
     run = db["runs"].get(first)
@@ -39,8 +39,8 @@ def test_append_two_runs(tmp_path: Path) -> None:
 
 
 def test_unavailable_metrics_are_marked(tmp_path: Path) -> None:
-    a = analyze(DATA / "eagle_graph_before.sqlite", load_preset("eagle"), skip=1)
-    run_id = append_run(tmp_path / "r.sqlite", a.trace, a.steps, a.metrics, a.summary)
+    a = analyze(DATA / "eagle_graph_before.sqlite", load_preset("eagle"), AnalyzeOptions(skip=1))
+    run_id = append_run(tmp_path / "r.sqlite", a)
     db = sqlite_utils.Database(tmp_path / "r.sqlite")
     rows = {r["metric"]: r for r in db["summary"].rows_where("run_id = ?", [run_id])}
     assert rows["graph_kernels"]["available"] == 0 and rows["graph_kernels"]["p50"] is None

@@ -9,7 +9,8 @@ from click.testing import CliRunner
 from testdata import DATA
 
 from specscope.analysis.compare import compare_runs
-from specscope.analysis.runs import Run
+from specscope.analysis.metrics import StepMetrics
+from specscope.analysis.run import Analysis
 from specscope.analysis.spec import load_preset
 from specscope.cli_compare import compare_cmd
 from specscope.reports.markdown import (
@@ -31,20 +32,20 @@ def cells(line: str) -> list[str]:
     return [c.strip() for c in line[2:-2].split(" | ")]
 
 
-def side(source: str, commit: str | None, **medians: float) -> Run:
+def side(source: str, commit: str | None, **medians: float) -> Analysis:
     """31 steps whose median of each metric is exactly ``medians[metric]``."""
     offsets = np.linspace(-3, 3, 31)  # symmetric: the median offset is 0
     frame = pd.DataFrame(
         {m: v + offsets if "_us" in m else np.full(31, v) for m, v in medians.items()}
     )
-    return Run(
+    return Analysis(
         source=source,
-        frame=frame,
+        metrics=StepMetrics(frame),
         capture_mode="node",
         gpu="NVIDIA H200",
         nsys_version="2025.3.2.0",
         spec=load_preset("eagle").to_dict(),  # its [report] rows are the default rows
-        skip=2,
+        skipped=2,
         commit=commit,
     )
 

@@ -25,8 +25,8 @@ from specscope.analysis.composition import (
     parse_gap,
     step_composition,
 )
-from specscope.analysis.inputs import resolve_input
-from specscope.analysis.run import analyze
+from specscope.analysis.inputs import resolve
+from specscope.analysis.run import AnalyzeOptions, analyze
 from specscope.analysis.spec import load_preset
 from specscope.analysis.store import append_run
 from specscope.cli_report import report_cmd
@@ -97,7 +97,7 @@ def only_folder(out: Path) -> Path:
 def test_gap_timeline_on_hand_computed_steps(write_export):
     # step k: memcpy [T+700, T+800], draft [T+1500, T+2600], verify [T+3500, T+4500],
     # extend [T+5500, T+6500]; period 10 us. Gap extend(k-1) -> draft(k) = 1500 + 3500 ns.
-    a = analyze(write_export(build_eagle(5)), EAGLE_SPEC, skip=1)
+    a = analyze(write_export(build_eagle(5)), EAGLE_SPEC, AnalyzeOptions(skip=1))
     t = gap_timeline(a, 2, GAP, lead_us=1.0, highlight="fused_metadata_copy")
     assert t.gap_us == pytest.approx(5.0)
     assert t.gap_us == pytest.approx(a.metrics.frame.loc[2, GAP])
@@ -155,7 +155,7 @@ def test_composition_counts_overlaps_once_for_the_first_category(write_export):
 
 
 def test_real_median_step_view_matches_the_metrics():
-    a = analyze(BEFORE, load_preset("eagle"), skip=1)
+    a = analyze(BEFORE, load_preset("eagle"), AnalyzeOptions(skip=1))
     v = median_step_view(a, GAP, highlight="fused_metadata_copy")
     assert a.metrics.frame[GAP].rank(method="first")[v.step] == 6  # lower middle of 11
     assert v.timeline.gap_us == pytest.approx(a.metrics.frame.loc[v.step, GAP])
@@ -177,7 +177,7 @@ def test_parse_gap_refuses_non_gaps(bad):
 
 
 def test_median_step_view_names_the_gaps_it_has():
-    a = analyze(BEFORE, load_preset("eagle"), skip=1)
+    a = analyze(BEFORE, load_preset("eagle"), AnalyzeOptions(skip=1))
     with pytest.raises(SpecError, match="gaps of this run: gap_us:"):
         median_step_view(a, "gap_us:draft.replay->nothing")
 
@@ -213,7 +213,8 @@ def test_real_report_folder(real_report):
 def test_real_summary_md_is_the_compare_table_plus_provenance(real_report):
     from specscope.analysis.compare import compare_runs
 
-    runs = [resolve_input(str(p), load_preset("eagle"), skip=1).run for p in (BEFORE, AFTER)]
+    options = AnalyzeOptions(skip=1)
+    runs = [resolve(p, load_preset("eagle"), options).analysis for p in (BEFORE, AFTER)]
     c = compare_runs([runs[0]], [runs[1]], labels=("main", "fused"), min_steps=5)
     md = (real_report / "summary.md").read_text()
     assert render([c]) in md
@@ -277,7 +278,7 @@ def shows(text: str, values: list[float]) -> bool:
 def test_real_report_shows_the_library_numbers(real_report):
     """The medians, spreads and changes on the page and in summary.md are the ones the library
     computes for the two exports (to the digits shown), under the right labels."""
-    runs = [analyze(p, load_preset("eagle"), skip=1) for p in (BEFORE, AFTER)]
+    runs = [analyze(p, load_preset("eagle"), AnalyzeOptions(skip=1)) for p in (BEFORE, AFTER)]
     html = (real_report / "report.html").read_text()
     parser = _ComparisonRows()
     parser.feed(html)
@@ -351,9 +352,9 @@ def test_run_folder_and_results_db_inputs(tmp_path):
         "outputs": {"report.sqlite": {"bytes": 1, "sha256": "x"}},
     }
     (run_dir / "manifest.json").write_text(json.dumps(manifest))
-    a = analyze(BEFORE, load_preset("eagle"), skip=1)
+    a = analyze(BEFORE, load_preset("eagle"), AnalyzeOptions(skip=1))
     db = tmp_path / "results.sqlite"
-    append_run(db, a.trace, a.steps, a.metrics, a.summary)
+    append_run(db, a)
     out = tmp_path / "out"
     code, _, stderr = run_report(
         str(db), str(run_dir), "--skip", "1", "--min-steps", "5", "--out", str(out)
@@ -414,5 +415,5 @@ def test_reports_only_render():
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom) and node.module in forbidden:
                 if path.name == "report.py" and node.module == "specscope.analysis.inputs":
-                    continue  # the ReportInput type, for annotations
+                    continue  # the ResolvedInput type, for annotations
                 pytest.fail(f"{path.name} imports {node.module}")

@@ -28,12 +28,12 @@ from specscope.kernels.ops.attention import (
     allocate_metadata,
     build_metadata_fused,
     build_metadata_ordinary,
+    defined_lengths,
     fused_metadata_copy,
     fusion_enabled,
     unsupported_reason,
 )
 from specscope.kernels.ops.attention.selection import Builder, triton_platform
-from specscope.kernels.ops.attention.testing import defined_lengths
 
 SHARE_ENV = "SPECSCOPE_DSA_SHARE_DRAFT_METADATA"
 KV_COUNTER_CTAS = 4  # entries of the per-backend multi-CTA KV counter

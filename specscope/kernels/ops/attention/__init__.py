@@ -19,6 +19,7 @@ from .dsa_metadata import (
     ForwardMode,
     KPoolWritePlan,
     allocate_metadata,
+    defined_lengths,
 )
 from .fused_metadata_copy import fused_metadata_copy
 from .ordinary_metadata import build_metadata_ordinary
@@ -33,6 +34,7 @@ __all__ = [
     "KPoolWritePlan",
     "allocate_metadata",
     "build_metadata_fused",
+    "defined_lengths",
     "build_metadata_ordinary",
     "fused_metadata_copy",
     "fusion_enabled",

@@ -220,6 +220,28 @@ def allocate_metadata(
     )
 
 
+def defined_lengths(mode: ForwardMode, geometry: DSAGeometry, bs: int) -> dict[str, int]:
+    """How many leading entries of each 1-D field a build for `bs` requests defines.
+
+    Entries past these prefixes are stale (left from an earlier, larger build); copies and
+    comparisons of metadata touch only the defined prefixes.
+    """
+    rows = geometry.rows(mode, bs)
+    return {
+        "cache_seqlens": bs,
+        "cu_seqlens_q": bs + 1,
+        "cu_seqlens_k": bs + 1,
+        "seqlens_expanded": rows,
+        "dsa_cache_seqlens": rows,
+        "dsa_cu_seqlens_k": rows + 1,
+        "kpool_seqlens": rows,
+        "write_plan.pool_slot": rows,
+        "write_plan.pool_offset": rows,
+        "write_plan.flush": rows,
+        "paged_mqa_schedule": geometry.num_sms + 1,
+    }
+
+
 def check_build_args(mode: ForwardMode, inputs: DSAForwardInputs, out: DSAMetadata) -> int:
     """Check shapes and dtypes (host-side only, no device sync); return the row count."""
     g = out.geometry

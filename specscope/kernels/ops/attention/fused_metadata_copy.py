@@ -6,7 +6,7 @@ to all destinations. Destinations stay where they are (their buffers are graph-c
 copy writes through a table of their data pointers, uploaded once per set of buffers.
 
 Launch layout, grid (n_dsts, 1 + rows * n_spans):
-    program (d, 0)      every 1-D field, its defined prefix (`testing.defined_lengths`)
+    program (d, 0)      every 1-D field, its defined prefix (`dsa_metadata.defined_lengths`)
     program (d, 1 + w)  span w % n_spans of row w // n_spans: page_table_1's live prefix, and
                         (span 0) real_page_table's live pages; lengths from the source's
                         seqlens_expanded

@@ -12,7 +12,13 @@ from collections.abc import Sequence
 
 import torch
 
-from .dsa_metadata import DSAForwardInputs, DSAGeometry, DSAMetadata, ForwardMode
+from .dsa_metadata import (
+    DSAForwardInputs,
+    DSAGeometry,
+    DSAMetadata,
+    ForwardMode,
+    defined_lengths,
+)
 
 STALE = -7  # written past every live prefix of req_to_token: "reused pool rows" hold garbage
 
@@ -93,24 +99,6 @@ def make_forward_inputs(
             else None
         ),
     )
-
-
-def defined_lengths(mode: ForwardMode, geometry: DSAGeometry, bs: int) -> dict[str, int]:
-    """How many leading entries of each 1-D field a build for `bs` requests defines."""
-    rows = geometry.rows(mode, bs)
-    return {
-        "cache_seqlens": bs,
-        "cu_seqlens_q": bs + 1,
-        "cu_seqlens_k": bs + 1,
-        "seqlens_expanded": rows,
-        "dsa_cache_seqlens": rows,
-        "dsa_cu_seqlens_k": rows + 1,
-        "kpool_seqlens": rows,
-        "write_plan.pool_slot": rows,
-        "write_plan.pool_offset": rows,
-        "write_plan.flush": rows,
-        "paged_mqa_schedule": geometry.num_sms + 1,
-    }
 
 
 def live_masks(geometry: DSAGeometry, seqlens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
