@@ -165,7 +165,7 @@ def per_step_metrics(
     patterns = list(dict.fromkeys([*spec.count_kernels, *count_kernels]))
     out = pd.DataFrame(index=pd.Index(steps.kept, name="step"))
     _host_metrics(out, trace, steps)
-    gap_cols = [f"gap_us:{p}" for p in anchor_pairs(spec.anchors)]
+    gap_cols = [f"gap_us:{p}" for p in anchor_pairs(spec.anchor_names)]
     kernel_cols = [f"kernels:{p}" for p in patterns] + [f"kernel_us:{p}" for p in patterns]
     api_cols = [f"api_calls:{n}" for n in API_CALLS]
     if trace.capture_mode is CaptureMode.NO_CUDA or steps.device_id is None:
@@ -213,7 +213,7 @@ def _host_metrics(out: pd.DataFrame, trace: Trace, steps: Steps) -> None:
         out[f"cpu_us:{name}"] = cpu[name].reindex(kept, fill_value=0.0).to_numpy()
     a = steps.anchors
     cpu_gaps = _gaps(steps, a["start_ns"].to_numpy(), a["end_ns"].to_numpy(), "cpu_gap_us:")
-    for pair in anchor_pairs(spec.anchors):
+    for pair in anchor_pairs(spec.anchor_names):
         out[f"cpu_gap_us:{pair}"] = np.nan
     for col in cpu_gaps.columns:
         out[col] = cpu_gaps[col].reindex(kept).to_numpy()

@@ -8,11 +8,24 @@ given on the command line. A spec names
   (for EAGLE: the three graph replays);
 - ``domain``: the NVTX domain of those ranges (``None``: any domain);
 - ``count_kernels``: regexes; each adds a ``kernels:PATTERN`` count per step.
+
+**Without NVTX** (:mod:`specscope.analysis.launch_steps` defines the steps these give): an
+anchor may be ``NAME=SOURCE``, where SOURCE is a GPU launch instead of a range --
+
+- ``graph:ID[|ID...]``: the launches of these CUDA graphs (several ids: one role across
+  batch-size buckets; ``specscope graphs TRACE`` lists the ids);
+- ``graph-role:N``: the graphs of the N-th role in capture order (1: captured first; roles as
+  ``specscope graphs`` groups them), for presets that cannot know the ids;
+- ``kernel:REGEX``: the launches of kernels whose name matches REGEX.
+
+With such anchors ``step`` is empty (:data:`CYCLE`): a step is one cycle of the anchors.
+``step`` may itself be a source (``kernel:REGEX``, ``graph:ID``): each such launch starts a step.
 """
 
 from __future__ import annotations
 
 import sys
+import re
 from dataclasses import dataclass, field, replace
 from importlib import resources
 
@@ -30,6 +43,26 @@ class StepSpec:
     anchors: tuple[str, ...] = ()
     domain: str | None = None
     count_kernels: tuple[str, ...] = field(default=())
+
+    @property
+    def anchor_names(self) -> tuple[str, ...]:
+        """The anchors' names (``NAME`` of ``NAME=SOURCE``)."""
+        return tuple(split_anchor(a)[0] for a in self.anchors)
+
+    @property
+    def anchor_markers(self) -> tuple[Marker | None, ...]:
+        """Per anchor its launch :class:`Marker`, None for an NVTX range."""
+        return tuple(split_anchor(a)[1] for a in self.anchors)
+
+    @property
+    def step_marker(self) -> Marker | None:
+        """The launch that starts each step (``--step kernel:REGEX``), else None."""
+        return parse_marker(self.step)
+
+    @property
+    def from_launches(self) -> bool:
+        """Whether steps come from GPU launches (markers), not NVTX ranges."""
+        return self.step == CYCLE or self.step_marker is not None
 
     def with_overrides(self, **changes) -> StepSpec:
         """A copy with the non-None values of ``changes`` applied."""
@@ -66,3 +99,62 @@ def load_preset(name: str) -> StepSpec:
         domain=data.get("domain"),
         count_kernels=tuple(data.get("count_kernels", ())),
     )
+
+
+CYCLE = ""  # the step of a spec whose anchors are launches: one cycle of the anchors
+_MARKER = re.compile(r"^(graph|graph-role|kernel):(.+)$")
+
+
+@dataclass(frozen=True)
+class Marker:
+    """A GPU launch that marks an anchor or a step without NVTX (see the module doc).
+
+    ``kind``: ``graph`` (``graph_ids``), ``graph-role`` (``role``, 1-based in capture order) or
+    ``kernel`` (``pattern``, a regex searched in the kernel's short and demangled names).
+    """
+
+    kind: str
+    graph_ids: tuple[int, ...] = ()
+    role: int = 0
+    pattern: str = ""
+
+
+def parse_marker(text: str) -> Marker | None:
+    """``graph:7|10``, ``graph-role:2`` or ``kernel:REGEX`` as a Marker; None for anything else
+    (an NVTX range name); SpecError for a malformed id list or regex."""
+    m = _MARKER.match(text.strip())
+    if m is None:
+        return None
+    kind, arg = m.groups()
+    if kind == "kernel":
+        try:
+            re.compile(arg)
+        except re.error as e:
+            raise SpecError(f"bad regex in {text!r}: {e}") from None
+        return Marker(kind, pattern=arg)
+    try:
+        ids = tuple(int(i) for i in arg.split("|"))
+    except ValueError:
+        raise SpecError(
+            f"bad {kind} id list in {text!r}: give integers separated by '|' "
+            "(`specscope graphs TRACE` lists them)"
+        ) from None
+    if kind == "graph-role":
+        if len(ids) != 1 or ids[0] < 1:
+            raise SpecError(f"bad role in {text!r}: give one number from 1 (captured first)")
+        return Marker(kind, role=ids[0])
+    return Marker(kind, graph_ids=ids)
+
+
+def split_anchor(anchor: str) -> tuple[str, Marker | None]:
+    """``NAME=SOURCE`` -> (NAME, its Marker); a plain NVTX range name -> (name, None)."""
+    name, eq, source = anchor.partition("=")
+    if not eq:
+        return anchor, None
+    marker = parse_marker(source)
+    if marker is None or not name.strip():
+        raise SpecError(
+            f"bad anchor {anchor!r}: give NAME=graph:ID[|ID...], NAME=graph-role:N or "
+            "NAME=kernel:REGEX"
+        )
+    return name.strip(), marker
