@@ -57,7 +57,9 @@ def launches_of(trace: Trace, marker: Marker) -> pd.DataFrame:
         rows = pd.DataFrame({"pid": pid, "tid": tid, "start_ns": start, "end_ns": end})
     else:
         launches = trace.graph_launches
-        rows = launches.rename(columns={"api_start_ns": "start_ns", "api_end_ns": "end_ns"})
+        rows = launches.drop(columns=["start_ns", "end_ns"]).rename(
+            columns={"api_start_ns": "start_ns", "api_end_ns": "end_ns"}
+        )
         if marker.kind == "graph":
             rows = rows[rows["graph_id"].isin(marker.graph_ids)]
         else:
