@@ -58,4 +58,3 @@ def graphs_cmd(trace: Path, fmt: str) -> None:
             click.echo(f"role {r.number} (capture order; launch position {r.position}): {ids}")
         if g.anchors:
             click.echo(f"suggested: --anchors '{g.anchors}'")
-

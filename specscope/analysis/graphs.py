@@ -75,8 +75,10 @@ class ThreadGraphs:
             "pid": self.pid,
             "tid": self.tid,
             "graphs": [
-                {k: None if pd.isna(v) else (v.item() if hasattr(v, "item") else v)
-                 for k, v in row.items()}
+                {
+                    k: None if pd.isna(v) else (v.item() if hasattr(v, "item") else v)
+                    for k, v in row.items()
+                }
                 for row in self.graphs.reset_index().to_dict("records")
             ],  # fmt: skip
             "cycles": [
@@ -99,9 +101,7 @@ def _repetitions(seq: list[int], i: int, period: int) -> int:
     return n
 
 
-def find_cycles(
-    seq: list[int], *, max_period: int = 16, min_repetitions: int = 2
-) -> list[Cycle]:
+def find_cycles(seq: list[int], *, max_period: int = 16, min_repetitions: int = 2) -> list[Cycle]:
     """The repeating runs of the launch sequence ``seq`` (see the module doc)."""
     cycles: list[Cycle] = []
     i = 0
@@ -201,9 +201,7 @@ def thread_graphs(trace: Trace) -> list[ThreadGraphs]:
         cycles = find_cycles(rows["graph_id"].astype(int).tolist())
         roles = graph_roles(cycles, created)
         line = anchors_line(roles)
-        out.append(
-            ThreadGraphs(int(pid), int(tid), per_graph(rows, created), cycles, roles, line)
-        )
+        out.append(ThreadGraphs(int(pid), int(tid), per_graph(rows, created), cycles, roles, line))
     return out
 
 

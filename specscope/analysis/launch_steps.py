@@ -76,7 +76,7 @@ def _role_launches(trace: Trace, rows: pd.DataFrame, number: int) -> pd.DataFram
     keep = np.zeros(len(rows), dtype=bool)
     for t in thread_graphs(trace):
         ids = next((r.graph_ids for r in t.roles if r.number == number), ())
-        keep |= ((rows["pid"] == t.pid) & (rows["tid"] == t.tid) & rows["graph_id"].isin(ids))
+        keep |= (rows["pid"] == t.pid) & (rows["tid"] == t.tid) & rows["graph_id"].isin(ids)
     return rows[keep]
 
 

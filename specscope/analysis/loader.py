@@ -532,8 +532,7 @@ class Trace:
         rows = []
         if selects:
             rows = self.query(
-                f"SELECT p, g, min(t) FROM ({' UNION ALL '.join(selects)})"
-                " GROUP BY p, g"
+                f"SELECT p, g, min(t) FROM ({' UNION ALL '.join(selects)}) GROUP BY p, g"
             )
         return pd.DataFrame(rows, columns=["pid", "graph_id", "created_ns"], dtype="int64")
 
