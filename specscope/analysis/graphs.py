@@ -197,7 +197,9 @@ def thread_graphs(trace: Trace) -> list[ThreadGraphs]:
     for (pid, tid), rows in launches.groupby(["pid", "tid"], sort=True):
         rows = rows.sort_values("api_start_ns", kind="stable")
         mine = creations[creations["pid"] == pid]
-        created = dict(zip(mine["graph_id"].astype(int), mine["created_ns"].astype(int)))
+        created = dict(
+            zip(mine["graph_id"].astype(int), mine["created_ns"].astype(int), strict=True)
+        )
         cycles = find_cycles(rows["graph_id"].astype(int).tolist())
         roles = graph_roles(cycles, created)
         line = anchors_line(roles)

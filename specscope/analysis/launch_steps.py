@@ -105,21 +105,30 @@ def _anchor_launches(trace: Trace, spec: StepSpec) -> pd.DataFrame:
     return pd.concat(parts, ignore_index=True).sort_values("start_ns", kind="stable")
 
 
-def _pick_thread(rows: pd.DataFrame, pid: int | None, what: str, notes: list[str]):
-    """The (pid, tid) with the most ``rows`` (within ``pid``)."""
+def pick_thread(
+    rows: pd.DataFrame, pid: int | None, notes: list[str], *, found: str, most: str, none: str
+) -> tuple[int, int]:
+    """The (pid, tid) with the most ``rows`` (within ``pid``; SpecError ``none`` if it has
+    none); a note (``found`` on N threads ..., ``most``) when several threads have some."""
     if pid is not None:
         rows = rows[rows["pid"] == pid]
         if rows.empty:
-            raise SpecError(f"no launches of {what} in process {pid}; drop --pid or pick another")
+            raise SpecError(none)
     counts = rows.groupby(["pid", "tid"]).size().sort_values(ascending=False, kind="stable")
     sel_pid, sel_tid = counts.index[0]
     if len(counts) > 1:
         others = ", ".join(f"pid {p} tid {t}: {n}" for (p, t), n in counts.items())
         notes.append(
-            f"{what} launched on {len(counts)} threads ({others}); using pid {sel_pid} tid "
-            f"{sel_tid} (most launches); pick another with --pid"
+            f"{found} on {len(counts)} threads ({others}); using pid {sel_pid} tid {sel_tid} "
+            f"(most {most}); pick another with --pid"
         )
     return int(sel_pid), int(sel_tid)
+
+
+def _pick_thread(rows: pd.DataFrame, pid: int | None, what: str, notes: list[str]):
+    """:func:`pick_thread` of launches of ``what``."""
+    none = f"no launches of {what} in process {pid}; drop --pid or pick another"
+    return pick_thread(rows, pid, notes, found=f"{what} launched", most="launches", none=none)
 
 
 def cycle_steps(anchors: pd.DataFrame, n_roles: int) -> tuple[np.ndarray, np.ndarray]:

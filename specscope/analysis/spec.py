@@ -24,8 +24,8 @@ With such anchors ``step`` is empty (:data:`CYCLE`): a step is one cycle of the 
 
 from __future__ import annotations
 
-import sys
 import re
+import sys
 from dataclasses import dataclass, field, replace
 from importlib import resources
 

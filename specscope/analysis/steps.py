@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from specscope.analysis.launch_steps import launch_steps
+from specscope.analysis.launch_steps import launch_steps, pick_thread
 from specscope.analysis.loader import CHUNK_ROWS, CaptureMode, Trace
 from specscope.analysis.spec import StepSpec
 from specscope.errors import SpecError
@@ -169,18 +169,10 @@ def _nvtx_steps(
     step_rows = _select(nvtx, spec.step, spec.domain)
     if step_rows.empty:
         raise _no_step_ranges(nvtx, spec)
-    if pid is not None:
-        step_rows = step_rows[step_rows["pid"] == pid]
-        if step_rows.empty:
-            raise SpecError(f"no {spec.step!r} ranges in process {pid}; drop --pid or pick another")
-    counts = step_rows.groupby(["pid", "tid"]).size().sort_values(ascending=False, kind="stable")
-    sel_pid, sel_tid = counts.index[0]
-    if len(counts) > 1:
-        others = ", ".join(f"pid {p} tid {t}: {n}" for (p, t), n in counts.items())
-        notes.append(
-            f"steps found on {len(counts)} threads ({others}); using pid {sel_pid} tid {sel_tid} "
-            "(most steps); pick another with --pid"
-        )
+    none = f"no {spec.step!r} ranges in process {pid}; drop --pid or pick another"
+    sel_pid, sel_tid = pick_thread(
+        step_rows, pid, notes, found="steps found", most="steps", none=none
+    )
     thread = nvtx[(nvtx["pid"] == sel_pid) & (nvtx["tid"] == sel_tid)]
     steps = _select(thread, spec.step, spec.domain).sort_values("start_ns", kind="stable")
     # Keep top-level instances only: a step range nested in another step is not a new step.
