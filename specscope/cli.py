@@ -283,11 +283,13 @@ def _register() -> None:
     """Commands that live in their own modules."""
     from specscope.cli_campaign import campaign_cmd, demo_cmd
     from specscope.cli_compare import check_cmd, compare_cmd
+    from specscope.cli_graphs import graphs_cmd
     from specscope.cli_profile import doctor, profile
     from specscope.cli_report import report_cmd
     from specscope.cli_run import run
 
     commands = (compare_cmd, check_cmd, profile, doctor, report_cmd, run, campaign_cmd, demo_cmd)
+    cli.add_command(graphs_cmd)
     for command in commands:
         cli.add_command(command)
 

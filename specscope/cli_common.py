@@ -36,8 +36,18 @@ def spec_options(f):
     """``--preset/--step/--anchors/--domain/--skip/--count-kernels/--pid/--device``."""
     options = [
         click.option("--preset", default=None, help="Step spec preset (default: eagle)."),
-        click.option("--step", "step_name", default=None, help="NVTX range around a step."),
-        click.option("--anchors", default=None, help="Comma-separated anchor ranges, in order."),
+        click.option(
+            "--step",
+            "step_name",
+            default=None,
+            help="NVTX range around a step, or kernel:REGEX (each launch starts a step).",
+        ),
+        click.option(
+            "--anchors",
+            default=None,
+            help="Comma-separated anchor ranges, in order; or NAME=graph:ID[|ID...] / "
+            "NAME=kernel:REGEX launches (then a step is one cycle of them).",
+        ),
         click.option("--domain", default=None, help="NVTX domain of the ranges ('' for any)."),
         click.option(
             "--skip",
@@ -64,13 +74,15 @@ def spec_from_options(
     preset: str | None, step_name: str | None, anchors: str | None, domain: str | None
 ):
     """The StepSpec that ``spec_options`` describe (the ``eagle`` preset by default)."""
-    from specscope.analysis.spec import StepSpec, load_preset
+    from specscope.analysis.spec import CYCLE, StepSpec, load_preset
 
     if preset and step_name:
         raise SpecError("give either --preset or --step (with --anchors), not both")
     spec = load_preset(preset or "eagle") if step_name is None else StepSpec(step=step_name)
     if anchors is not None:
         spec = spec.with_overrides(anchors=tuple(a.strip() for a in anchors.split(",") if a))
+        if step_name is None and any(spec.anchor_markers):  # graph/kernel anchors: cycles
+            spec = spec.with_overrides(step=CYCLE)
     if domain is not None:
         spec = StepSpec(spec.step, spec.anchors, domain or None, spec.count_kernels)
     return spec

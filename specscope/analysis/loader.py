@@ -425,6 +425,141 @@ class Trace:
             tid[chunk][hit] = a_gtid[row] & _PID_MASK
         return start, tid
 
+    # ---------------------------------------------------------------- CUDA graphs
+    def launch_calls(
+        self, pid: np.ndarray, corr: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Start and end (ns; NaN if none) and thread (-1) of the CUDA API call of each
+        (pid, correlation id)."""
+        start, end = np.full(len(pid), np.nan), np.full(len(pid), np.nan)
+        tid = np.full(len(pid), -1, dtype=np.int64)
+        if not self.has("CUPTI_ACTIVITY_KIND_RUNTIME") or not len(pid):
+            return start, end, tid
+        a_start, a_end, a_gtid, a_corr, _ = self._runtime
+        row = _call_rows((a_gtid >> 24) & _PID_MASK, a_corr)(pid, corr)
+        hit = row >= 0
+        start[hit], end[hit] = a_start[row[hit]], a_end[row[hit]]
+        tid[hit] = a_gtid[row[hit]] & _PID_MASK
+        return start, end, tid
+
+    @cached_property
+    def graph_launches(self) -> pd.DataFrame:
+        """One row per CUDA graph launch that ran on a GPU (no graphs: zero rows).
+
+        Columns ``pid, tid, correlation_id, device_id, start_ns, end_ns`` (GPU side: the replay
+        in graph mode; first start / last end of its nodes in node mode), ``api_start_ns,
+        api_end_ns`` (the launching call, ``tid`` its thread), ``graph_id, exec_id`` and
+        ``kernels`` (kernel nodes per launch; -1 in graph mode, where they are invisible).
+
+        ``graph_id`` is the export's ``graphId`` in graph mode. In node mode a kernel's
+        ``graphNodeId`` is ``exec_id << 32 | node``: the executable graph's id in the high
+        half; its nodes' creation events (``CUDA_GRAPH_NODE_EVENTS``, or the 2023 schema's
+        ``CUDA_GRAPH_EVENTS`` with node columns) hold ``originalGraphNodeId``, whose high half
+        is the graph it was instantiated from. That graph is the ``graph_id`` (the same
+        number graph mode reports for a run of the same program: ids count up per process in
+        creation order); the exec id where no creation event is kept.
+        """
+        graph_table = "CUPTI_ACTIVITY_KIND_GRAPH_TRACE"
+        if self.capture_mode is CaptureMode.GRAPH:
+            exec_id = "graphExecId" if "graphExecId" in self.columns(graph_table) else "-1"
+            cols = self.int_columns(
+                f"SELECT start, end, deviceId, coalesce(globalPid, 0), coalesce(correlationId, 0),"
+                f" graphId, coalesce({exec_id}, -1), -1 FROM {graph_table}",
+                8,
+            )
+        elif self.capture_mode is CaptureMode.NODE:
+            cols = self._node_launches()
+        else:
+            cols = [np.zeros(0, dtype=np.int64)] * 8
+        start, end, device, gpid, corr, graph_id, exec_id, kernels = cols
+        pid = (gpid >> 24) & _PID_MASK
+        if self.capture_mode is CaptureMode.NODE:
+            origin = self._graph_origins()
+            graph_id = np.array(
+                [origin.get((int(p), int(e)), int(e)) for p, e in zip(pid, exec_id, strict=True)],
+                dtype=np.int64,
+            )
+        api_start, api_end, tid = self.launch_calls(pid, corr)
+        return pd.DataFrame(
+            {
+                "pid": pid,
+                "tid": tid,
+                "correlation_id": corr,
+                "device_id": device,
+                "start_ns": start,
+                "end_ns": end,
+                "api_start_ns": api_start,
+                "api_end_ns": api_end,
+                "graph_id": graph_id,
+                "exec_id": exec_id,
+                "kernels": kernels,
+            }
+        )
+
+    def _node_launches(self) -> list[np.ndarray]:
+        """Node mode: the graph rows of kernels, memcpys and memsets grouped by launch."""
+        parts = []
+        for table in _CUDA_TABLES[1:4]:
+            if self.has(table) and "graphNodeId" in self.columns(table):
+                is_kernel = int(table.endswith("KERNEL"))
+                parts.append(
+                    f"SELECT start, end, deviceId, coalesce(globalPid, 0) AS gpid,"
+                    f" coalesce(correlationId, 0) AS corr, graphNodeId >> 32 AS exec,"
+                    f" {is_kernel} AS kernel FROM {table} WHERE graphNodeId IS NOT NULL"
+                )
+        return self.int_columns(
+            "SELECT min(start), max(end), min(deviceId), gpid, corr, -1, exec, sum(kernel)"
+            f" FROM ({' UNION ALL '.join(parts)}) GROUP BY gpid, corr, exec",
+            8,
+        )
+
+    def _graph_event_tables(self) -> tuple[str | None, str | None]:
+        """(graph events table, node events table), picked by column: 2023 exports keep node
+        events in ``CUDA_GRAPH_EVENTS``, 2025 ones in ``CUDA_GRAPH_NODE_EVENTS``."""
+        graphs = nodes = None
+        for table in ("CUDA_GRAPH_EVENTS", "CUDA_GRAPH_NODE_EVENTS"):
+            if not self.has(table):
+                continue
+            have = self.columns(table)
+            if "graphId" in have:
+                graphs = table
+            if "originalGraphNodeId" in have:
+                nodes = table
+        return graphs, nodes
+
+    def _graph_origins(self) -> dict[tuple[int, int], int]:
+        """(pid, exec id) -> the graph it was instantiated from (node-mode ``graph_id``)."""
+        nodes = self._graph_event_tables()[1]
+        if nodes is None:
+            return {}
+        rows = self.query(
+            f"SELECT (coalesce(globalTid, 0) >> 24) & {_PID_MASK}, graphNodeId >> 32,"
+            f" originalGraphNodeId >> 32, count(*) AS n FROM {nodes}"
+            " WHERE originalGraphNodeId IS NOT NULL GROUP BY 1, 2, 3 ORDER BY n"
+        )
+        return {(int(p), int(e)): int(g) for p, e, g, _ in rows}  # most nodes win (last)
+
+    @cached_property
+    def graph_creations(self) -> pd.DataFrame:
+        """``pid, graph_id, created_ns``: when each CUDA graph was created (its first creation
+        event, or its first node's; exports keep them even outside the capture range, so
+        times may be negative). Zero rows without graph events."""
+        graphs, nodes = self._graph_event_tables()
+        selects = []
+        pid = f"(coalesce(globalTid, 0) >> 24) & {_PID_MASK}"
+        if graphs is not None:
+            selects.append(
+                f"SELECT {pid} AS p, graphId AS g, start AS t FROM {graphs} WHERE graphId NOT NULL"
+            )
+        if nodes is not None:
+            selects.append(f"SELECT {pid} AS p, graphNodeId >> 32 AS g, start AS t FROM {nodes}")
+        rows = []
+        if selects:
+            rows = self.query(
+                f"SELECT p, g, min(t) FROM ({' UNION ALL '.join(selects)}) GROUP BY p, g"
+            )
+        return pd.DataFrame(rows, columns=["pid", "graph_id", "created_ns"], dtype="int64")
+
 
 def _call_rows(a_pid: np.ndarray, a_corr: np.ndarray):
     """Return ``rows(pid, corr)``: for each (pid, corr > 0), the first row of the API calls

@@ -173,7 +173,7 @@ def per_step_metrics(
     spec = steps.spec
     patterns = list(dict.fromkeys([*spec.count_kernels, *count_kernels]))
     out = _host_metrics(trace, steps)
-    gap_cols = [f"gap_us:{p}" for p in anchor_pairs(spec.anchors)]
+    gap_cols = [f"gap_us:{p}" for p in anchor_pairs(spec.anchor_names)]
     kernel_cols = [f"kernels:{p}" for p in patterns] + [f"kernel_us:{p}" for p in patterns]
     api_cols = [f"api_calls:{n}" for n in API_CALLS]
     if trace.capture_mode is CaptureMode.NO_CUDA or steps.device_id is None:
@@ -231,7 +231,7 @@ def _host_metrics(trace: Trace, steps: Steps) -> pd.DataFrame:
         cols[f"cpu_us:{name}"] = cpu[name].reindex(kept, fill_value=0.0).to_numpy()
     a = steps.anchors
     cpu_gaps = _gaps(steps, a["start_ns"].to_numpy(), a["end_ns"].to_numpy(), "cpu_gap_us:")
-    for pair in anchor_pairs(spec.anchors):
+    for pair in anchor_pairs(spec.anchor_names):
         cols[f"cpu_gap_us:{pair}"] = np.full(len(kept), np.nan)
     for col in cpu_gaps.columns:
         cols[col] = cpu_gaps[col].reindex(kept).to_numpy()

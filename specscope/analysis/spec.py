@@ -22,10 +22,23 @@ back from a results database gets the preset's defaults too). Otherwise, and for
   kernel pattern, ``eager_memcpy``;
 - ``highlight``: the counted kernel patterns joined with ``|`` (none without any);
 - ``names``: none (metrics show the catalog's label or their own name).
+
+**Without NVTX** (:mod:`specscope.analysis.launch_steps` defines the steps these give): an
+anchor may be ``NAME=SOURCE``, where SOURCE is a GPU launch instead of a range --
+
+- ``graph:ID[|ID...]``: the launches of these CUDA graphs (several ids: one role across
+  batch-size buckets; ``specscope graphs TRACE`` lists the ids);
+- ``graph-role:N``: the graphs of the N-th role in capture order (1: captured first; roles as
+  ``specscope graphs`` groups them), for presets that cannot know the ids;
+- ``kernel:REGEX``: the launches of kernels whose name matches REGEX.
+
+With such anchors ``step`` is empty (:data:`CYCLE`): a step is one cycle of the anchors.
+``step`` may itself be a source (``kernel:REGEX``, ``graph:ID``): each such launch starts a step.
 """
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -67,6 +80,26 @@ class StepSpec:
     domain: str | None = None
     count_kernels: tuple[str, ...] = field(default=())
 
+    @property
+    def anchor_names(self) -> tuple[str, ...]:
+        """The anchors' names (``NAME`` of ``NAME=SOURCE``)."""
+        return tuple(split_anchor(a)[0] for a in self.anchors)
+
+    @property
+    def anchor_markers(self) -> tuple[Marker | None, ...]:
+        """Per anchor its launch :class:`Marker`, None for an NVTX range."""
+        return tuple(split_anchor(a)[1] for a in self.anchors)
+
+    @property
+    def step_marker(self) -> Marker | None:
+        """The launch that starts each step (``--step kernel:REGEX``), else None."""
+        return parse_marker(self.step)
+
+    @property
+    def from_launches(self) -> bool:
+        """Whether steps come from GPU launches (markers), not NVTX ranges."""
+        return self.step == CYCLE or self.step_marker is not None
+
     def with_overrides(self, **changes) -> StepSpec:
         """A copy with the non-None values of ``changes`` applied."""
         return replace(self, **{k: v for k, v in changes.items() if v is not None})
@@ -101,7 +134,7 @@ def derived_report(spec: StepSpec | None) -> ReportDefaults:
     """The report defaults derived from ``spec`` alone (module doc); generic for None."""
     if spec is None:
         return ReportDefaults(None, ("idle_us", "eager_memcpy"), None)
-    pairs = anchor_pairs(spec.anchors)
+    pairs = anchor_pairs(spec.anchor_names)
     return ReportDefaults(
         gap=f"gap_us:{pairs[0]}" if pairs else None,
         rows=(
@@ -175,3 +208,62 @@ def _preset(name: str) -> tuple[StepSpec, dict]:
     if "rows" in table:
         table["rows"] = tuple(table["rows"])
     return spec, table
+
+
+CYCLE = ""  # the step of a spec whose anchors are launches: one cycle of the anchors
+_MARKER = re.compile(r"^(graph|graph-role|kernel):(.+)$")
+
+
+@dataclass(frozen=True)
+class Marker:
+    """A GPU launch that marks an anchor or a step without NVTX (see the module doc).
+
+    ``kind``: ``graph`` (``graph_ids``), ``graph-role`` (``role``, 1-based in capture order) or
+    ``kernel`` (``pattern``, a regex searched in the kernel's short and demangled names).
+    """
+
+    kind: str
+    graph_ids: tuple[int, ...] = ()
+    role: int = 0
+    pattern: str = ""
+
+
+def parse_marker(text: str) -> Marker | None:
+    """``graph:7|10``, ``graph-role:2`` or ``kernel:REGEX`` as a Marker; None for anything else
+    (an NVTX range name); SpecError for a malformed id list or regex."""
+    m = _MARKER.match(text.strip())
+    if m is None:
+        return None
+    kind, arg = m.groups()
+    if kind == "kernel":
+        try:
+            re.compile(arg)
+        except re.error as e:
+            raise SpecError(f"bad regex in {text!r}: {e}") from None
+        return Marker(kind, pattern=arg)
+    try:
+        ids = tuple(int(i) for i in arg.split("|"))
+    except ValueError:
+        raise SpecError(
+            f"bad {kind} id list in {text!r}: give integers separated by '|' "
+            "(`specscope graphs TRACE` lists them)"
+        ) from None
+    if kind == "graph-role":
+        if len(ids) != 1 or ids[0] < 1:
+            raise SpecError(f"bad role in {text!r}: give one number from 1 (captured first)")
+        return Marker(kind, role=ids[0])
+    return Marker(kind, graph_ids=ids)
+
+
+def split_anchor(anchor: str) -> tuple[str, Marker | None]:
+    """``NAME=SOURCE`` -> (NAME, its Marker); a plain NVTX range name -> (name, None)."""
+    name, eq, source = anchor.partition("=")
+    if not eq:
+        return anchor, None
+    marker = parse_marker(source)
+    if marker is None or not name.strip():
+        raise SpecError(
+            f"bad anchor {anchor!r}: give NAME=graph:ID[|ID...], NAME=graph-role:N or "
+            "NAME=kernel:REGEX"
+        )
+    return name.strip(), marker

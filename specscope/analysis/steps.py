@@ -18,6 +18,10 @@ belong to the range around that launch::
 
 The device is the one with the most operations projected onto the steps (or ``device``).
 Trailing steps with no GPU work (e.g. a step cut by the end of the capture range) are dropped.
+
+**Without NVTX** the steps and anchors are GPU launches instead of ranges (graph or kernel
+anchors, ``--step kernel:REGEX``): :mod:`specscope.analysis.launch_steps` defines them; the
+projection above is the same, the launch call standing for the range.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from specscope.analysis.launch_steps import launch_steps, pick_thread
 from specscope.analysis.loader import CHUNK_ROWS, CaptureMode, Trace
 from specscope.analysis.spec import StepSpec
 from specscope.errors import SpecError
@@ -115,132 +120,29 @@ def find_steps(
     pid: int | None = None,
     device: int | None = None,
 ) -> Steps:
-    """Find the steps of ``spec`` in ``trace`` and project the GPU operations onto them."""
-    nvtx = trace.nvtx
+    """Find the steps of ``spec`` in ``trace`` and project the GPU operations onto them.
+
+    NVTX steps and anchors are ranges (the module doc); a spec whose steps come from GPU
+    launches (graph or kernel anchors without ``--step``, or ``--step kernel:REGEX``) gets
+    them from :func:`specscope.analysis.launch_steps.launch_steps`, which documents them.
+    """
     notes: list[str] = []
-    if trace.unclosed_ranges:
-        notes.append(f"{trace.unclosed_ranges} NVTX range(s) never closed were ignored")
-    step_rows = _select(nvtx, spec.step, spec.domain)
-    if step_rows.empty:
-        where = f" in domain {spec.domain!r}" if spec.domain else ""
-        other = _select(nvtx, spec.step, None)
-        if not other.empty:
-            domains = ", ".join(sorted({repr(d) for d in other["domain"]}))
-            raise SpecError(
-                f"no NVTX range named {spec.step!r}{where}; it exists in domain(s) {domains}: "
-                "pass --domain accordingly"
-            )
-        raise SpecError(
-            f"no NVTX range named {spec.step!r}{where}; closest names present: "
-            f"{_closest_names(nvtx, spec.step)} (`specscope ranges TRACE` lists them all)"
-        )
-    if pid is not None:
-        step_rows = step_rows[step_rows["pid"] == pid]
-        if step_rows.empty:
-            raise SpecError(f"no {spec.step!r} ranges in process {pid}; drop --pid or pick another")
-    counts = step_rows.groupby(["pid", "tid"]).size().sort_values(ascending=False, kind="stable")
-    sel_pid, sel_tid = counts.index[0]
-    if len(counts) > 1:
-        others = ", ".join(f"pid {p} tid {t}: {n}" for (p, t), n in counts.items())
-        notes.append(
-            f"steps found on {len(counts)} threads ({others}); using pid {sel_pid} tid {sel_tid} "
-            "(most steps); pick another with --pid"
-        )
-    thread = nvtx[(nvtx["pid"] == sel_pid) & (nvtx["tid"] == sel_tid)]
-    steps = _select(thread, spec.step, spec.domain).sort_values("start_ns", kind="stable")
-    # Keep top-level instances only: a step range nested in another step is not a new step.
-    steps = steps[steps["start_ns"] >= steps["end_ns"].cummax().shift(1, fill_value=-(2**62))]
-    all_steps = pd.DataFrame(
-        {
-            "step": np.arange(len(steps)),
-            "start_ns": steps["start_ns"].to_numpy(),
-            "end_ns": steps["end_ns"].to_numpy(),
-        }
-    )
+    if spec.from_launches:
+        sel_pid, sel_tid, all_steps, anchors = launch_steps(trace, spec, pid, notes)
+        what = "steps"
+    else:
+        sel_pid, sel_tid, all_steps, anchors = _nvtx_steps(trace, spec, pid, notes)
+        what = f"{spec.step!r} steps"
     if skip >= len(all_steps):
         raise SpecError(
-            f"zero steps left after --skip {skip}: the trace has {len(all_steps)} {spec.step!r} "
-            "steps on the selected thread; lower --skip"
+            f"zero steps left after --skip {skip}: the trace has {len(all_steps)} {what} "
+            "on the selected thread; lower --skip"
         )
-
-    anchor_rows = thread[thread["name"].isin(spec.anchors)]
-    if spec.domain is not None:
-        anchor_rows = anchor_rows[anchor_rows["domain"] == spec.domain]
-    missing = [a for a in spec.anchors if a not in set(anchor_rows["name"])]
-    if missing:
-        notes.append(
-            f"anchor range(s) {', '.join(map(repr, missing))} not found on the step thread; "
-            f"their gaps are unavailable (closest: {_closest_names(thread, missing[0])})"
-        )
-    anchors = anchor_rows.sort_values("start_ns", kind="stable").reset_index(drop=True)
     s_start, s_end = all_steps["start_ns"].to_numpy(), all_steps["end_ns"].to_numpy()
-    anchors = pd.DataFrame(
-        {
-            "name": anchors["name"].to_numpy(dtype=object),
-            "start_ns": anchors["start_ns"].to_numpy(),
-            "end_ns": anchors["end_ns"].to_numpy(),
-            "step": interval_index(s_start, s_end, anchors["start_ns"].to_numpy()),
-        }
-    )
-
-    ops = trace.ops
-    if trace.capture_mode is not CaptureMode.NO_CUDA:
-        # a launch on the thread (api_tid >= 0) always has its API call's start
-        on_thread = (ops["pid"].to_numpy() == sel_pid) & (ops["api_tid"].to_numpy() == sel_tid)
-        a_start, a_end = anchors["start_ns"].to_numpy(), anchors["end_ns"].to_numpy()
-        launched = ops["api_start_ns"].to_numpy()
-        if on_thread.all():  # the usual case: one process, one launching thread
-            step_of, anchor_of = _lookup_runs(launched, (s_start, s_end), (a_start, a_end))
-        else:
-            rows = np.flatnonzero(on_thread)
-            step_of = np.full(len(ops), -1, dtype=np.int64)
-            anchor_of = np.full(len(ops), -1, dtype=np.int64)
-            step_of[rows], anchor_of[rows] = _lookup_runs(
-                launched[rows], (s_start, s_end), (a_start, a_end)
-            )
-        del launched
-        columns = {c: ops[c] for c in ops.columns}  # shared, not copied (assign copies)
-        ops = pd.DataFrame({**columns, "step": step_of, "anchor": anchor_of}, copy=False)
-    else:
-        ops = ops.assign(step=np.zeros(0, np.int64), anchor=np.zeros(0, np.int64))
-
-    device_id = None
-    step_of = ops["step"].to_numpy()
-    projected = step_of >= skip
-    if projected.any():
-        per_device = pd.Series(ops["device_id"].to_numpy()[projected]).value_counts()
-        if device is not None:
-            if device not in per_device.index:
-                raise SpecError(
-                    f"no GPU work of the steps on device {device}; devices with work: "
-                    f"{', '.join(map(str, per_device.index))}"
-                )
-            device_id = device
-        else:
-            device_id = int(per_device.index[0])
-            if len(per_device) > 1:
-                notes.append(
-                    f"steps launch work on {len(per_device)} devices; using device {device_id} "
-                    "(most operations); pick another with --device"
-                )
-        on_device = ops["device_id"].to_numpy() == device_id
-        if not on_device.all():  # one device (the usual case): no copy of every column
-            ops = ops[on_device].reset_index(drop=True)
-    elif trace.capture_mode is not CaptureMode.NO_CUDA:
-        notes.append("no GPU operation was launched inside the steps; GPU metrics are empty")
-
-    kept = all_steps["step"].to_numpy()[skip:]
-    dropped = 0
-    if device_id is not None:
-        step_of = ops["step"].to_numpy()
-        with_work = np.zeros(len(all_steps) + 1, dtype=bool)  # the last entry: step -1
-        with_work[step_of] = True
-        while len(kept) > 1 and not with_work[kept[-1]]:
-            kept, dropped = kept[:-1], dropped + 1
-        if dropped:
-            notes.append(f"dropped {dropped} trailing step(s) with no GPU work")
-    if skip:
-        notes.append(f"skipped {skip} warm-up step(s)")
+    anchors = anchors.assign(step=interval_index(s_start, s_end, anchors["start_ns"].to_numpy()))
+    ops = _project(trace, sel_pid, sel_tid, all_steps, anchors)
+    ops, device_id = _pick_device(trace, ops, skip, device, notes)
+    kept, dropped = _kept_steps(ops, all_steps, skip, device_id, notes)
     return Steps(
         spec=spec,
         pid=int(sel_pid),
@@ -254,3 +156,143 @@ def find_steps(
         dropped_trailing=dropped,
         notes=notes,
     )
+
+
+def _nvtx_steps(
+    trace: Trace, spec: StepSpec, pid: int | None, notes: list[str]
+) -> tuple[int, int, pd.DataFrame, pd.DataFrame]:
+    """(pid, tid, all_steps, anchors) from the NVTX ranges of ``spec`` (the module doc);
+    ``anchors``: ``name, start_ns, end_ns`` in start order, without their step."""
+    nvtx = trace.nvtx
+    if trace.unclosed_ranges:
+        notes.append(f"{trace.unclosed_ranges} NVTX range(s) never closed were ignored")
+    step_rows = _select(nvtx, spec.step, spec.domain)
+    if step_rows.empty:
+        raise _no_step_ranges(nvtx, spec)
+    none = f"no {spec.step!r} ranges in process {pid}; drop --pid or pick another"
+    sel_pid, sel_tid = pick_thread(
+        step_rows, pid, notes, found="steps found", most="steps", none=none
+    )
+    thread = nvtx[(nvtx["pid"] == sel_pid) & (nvtx["tid"] == sel_tid)]
+    steps = _select(thread, spec.step, spec.domain).sort_values("start_ns", kind="stable")
+    # Keep top-level instances only: a step range nested in another step is not a new step.
+    steps = steps[steps["start_ns"] >= steps["end_ns"].cummax().shift(1, fill_value=-(2**62))]
+    all_steps = pd.DataFrame(
+        {
+            "step": np.arange(len(steps)),
+            "start_ns": steps["start_ns"].to_numpy(),
+            "end_ns": steps["end_ns"].to_numpy(),
+        }
+    )
+    anchor_rows = thread[thread["name"].isin(spec.anchors)]
+    if spec.domain is not None:
+        anchor_rows = anchor_rows[anchor_rows["domain"] == spec.domain]
+    missing = [a for a in spec.anchors if a not in set(anchor_rows["name"])]
+    if missing:
+        notes.append(
+            f"anchor range(s) {', '.join(map(repr, missing))} not found on the step thread; "
+            f"their gaps are unavailable (closest: {_closest_names(thread, missing[0])})"
+        )
+    anchors = anchor_rows.sort_values("start_ns", kind="stable")
+    anchors = pd.DataFrame(
+        {
+            "name": anchors["name"].to_numpy(dtype=object),
+            "start_ns": anchors["start_ns"].to_numpy(),
+            "end_ns": anchors["end_ns"].to_numpy(),
+        }
+    )
+    return int(sel_pid), int(sel_tid), all_steps, anchors
+
+
+def _no_step_ranges(nvtx: pd.DataFrame, spec: StepSpec) -> SpecError:
+    """The error for a spec whose step range is absent: other domains, or the closest names."""
+    where = f" in domain {spec.domain!r}" if spec.domain else ""
+    other = _select(nvtx, spec.step, None)
+    if not other.empty:
+        domains = ", ".join(sorted({repr(d) for d in other["domain"]}))
+        return SpecError(
+            f"no NVTX range named {spec.step!r}{where}; it exists in domain(s) {domains}: "
+            "pass --domain accordingly"
+        )
+    return SpecError(
+        f"no NVTX range named {spec.step!r}{where}; closest names present: "
+        f"{_closest_names(nvtx, spec.step)} (`specscope ranges TRACE` lists them all)"
+    )
+
+
+def _project(
+    trace: Trace, pid: int, tid: int, all_steps: pd.DataFrame, anchors: pd.DataFrame
+) -> pd.DataFrame:
+    """``trace.ops`` with ``step`` and ``anchor`` (row of ``anchors``), -1 where not projected:
+    by the start of the launching API call on the steps' thread."""
+    ops = trace.ops
+    if trace.capture_mode is CaptureMode.NO_CUDA:
+        return ops.assign(step=np.zeros(0, np.int64), anchor=np.zeros(0, np.int64))
+    s_start, s_end = all_steps["start_ns"].to_numpy(), all_steps["end_ns"].to_numpy()
+    a_start, a_end = anchors["start_ns"].to_numpy(), anchors["end_ns"].to_numpy()
+    # a launch on the thread (api_tid >= 0) always has its API call's start
+    on_thread = (ops["pid"].to_numpy() == pid) & (ops["api_tid"].to_numpy() == tid)
+    launched = ops["api_start_ns"].to_numpy()
+    if on_thread.all():  # the usual case: one process, one launching thread
+        step_of, anchor_of = _lookup_runs(launched, (s_start, s_end), (a_start, a_end))
+    else:
+        rows = np.flatnonzero(on_thread)
+        step_of = np.full(len(ops), -1, dtype=np.int64)
+        anchor_of = np.full(len(ops), -1, dtype=np.int64)
+        step_of[rows], anchor_of[rows] = _lookup_runs(
+            launched[rows], (s_start, s_end), (a_start, a_end)
+        )
+    del launched
+    columns = {c: ops[c] for c in ops.columns}  # shared, not copied (assign copies)
+    return pd.DataFrame({**columns, "step": step_of, "anchor": anchor_of}, copy=False)
+
+
+def _pick_device(
+    trace: Trace, ops: pd.DataFrame, skip: int, device: int | None, notes: list[str]
+) -> tuple[pd.DataFrame, int | None]:
+    """The device of the steps (``device``, else the one with the most projected operations)
+    and its operations; (ops, None) when no operation was projected onto a kept step."""
+    projected = ops["step"].to_numpy() >= skip
+    if not projected.any():
+        if trace.capture_mode is not CaptureMode.NO_CUDA:
+            notes.append("no GPU operation was launched inside the steps; GPU metrics are empty")
+        return ops, None
+    per_device = pd.Series(ops["device_id"].to_numpy()[projected]).value_counts()
+    if device is not None:
+        if device not in per_device.index:
+            raise SpecError(
+                f"no GPU work of the steps on device {device}; devices with work: "
+                f"{', '.join(map(str, per_device.index))}"
+            )
+        device_id = device
+    else:
+        device_id = int(per_device.index[0])
+        if len(per_device) > 1:
+            notes.append(
+                f"steps launch work on {len(per_device)} devices; using device {device_id} "
+                "(most operations); pick another with --device"
+            )
+    on_device = ops["device_id"].to_numpy() == device_id
+    if not on_device.all():  # one device (the usual case): no copy of every column
+        ops = ops[on_device].reset_index(drop=True)
+    return ops, device_id
+
+
+def _kept_steps(
+    ops: pd.DataFrame, all_steps: pd.DataFrame, skip: int, device_id: int | None, notes: list[str]
+) -> tuple[np.ndarray, int]:
+    """The reported step numbers (after ``skip``, trailing steps without GPU work dropped) and
+    how many were dropped."""
+    kept = all_steps["step"].to_numpy()[skip:]
+    dropped = 0
+    if device_id is not None:
+        step_of = ops["step"].to_numpy()
+        with_work = np.zeros(len(all_steps) + 1, dtype=bool)  # the last entry: step -1
+        with_work[step_of] = True
+        while len(kept) > 1 and not with_work[kept[-1]]:
+            kept, dropped = kept[:-1], dropped + 1
+        if dropped:
+            notes.append(f"dropped {dropped} trailing step(s) with no GPU work")
+    if skip:
+        notes.append(f"skipped {skip} warm-up step(s)")
+    return kept, dropped

@@ -49,7 +49,7 @@ RUN_COLUMNS = (
 
 
 def _gaps(spec: StepSpec) -> list[str]:
-    return [f"gap_us:{p}" for p in anchor_pairs(spec.anchors)]
+    return [f"gap_us:{p}" for p in anchor_pairs(spec.anchor_names)]
 
 
 def overview_columns(spec: StepSpec) -> list[tuple[str, str, str]]:

@@ -1,0 +1,215 @@
+"""The CUDA graphs of an export: what was launched, the repeating launch cycles, graph roles.
+
+Pure functions over :attr:`Trace.graph_launches` and :attr:`Trace.graph_creations`, per
+launching thread (process and thread of the ``cudaGraphLaunch`` call).
+
+**Graph id**: the export's ``graphId`` in graph mode; in node mode the graph the executable was
+instantiated from (see :attr:`Trace.graph_launches`), the same number for both modes of one
+program, since ids count up per process in creation order.
+
+**Cycles** (:func:`find_cycles`): the thread's launch sequence (graph ids by launch call start),
+cut greedily from the front into runs ``[ids] x repetitions``: at each position the shortest
+period (up to ``max_period``) whose repetitions cover the most launches, if it repeats at least
+``min_repetitions`` times; launches in no such run are left out. A cycle therefore starts with
+the graph launched first in its run::
+
+    launches  19 7 31 19 7 31 19 7 31 22 10 34 22 10 34
+    cycles    [19, 7, 31] x 3          [22, 10, 34] x 2
+
+**Roles** (:func:`graph_roles`): when the batch moves between batch-size buckets the ids change
+but the cycle's shape does not. The graphs at the same position of cycles of the main cycle's
+length are one role, positions counted from each cycle's earliest-created graph (so a cycle
+that was cut at another rotation still lines up). Roles are numbered in capture order: role 1
+holds the graph created first. SGLang captures every bucket of the target (verify) graphs, then
+the draft ones, then the draft-extend ones: verify is role 1, draft 2, draft-extend 3, whatever
+order they are launched in. Without creation events, roles follow launch order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from specscope.analysis.loader import Trace
+
+
+@dataclass(frozen=True)
+class Cycle:
+    """``ids`` (in launch order) launched ``repetitions`` times in a row from launch ``first``."""
+
+    ids: tuple[int, ...]
+    repetitions: int
+    first: int
+
+    def __str__(self) -> str:
+        return f"[{', '.join(map(str, self.ids))}] \u00d7 {self.repetitions}"
+
+
+@dataclass(frozen=True)
+class Role:
+    """Graphs that play one part across buckets: ``number`` in capture order, ``position`` in
+    the main cycle's launch order (0-based), ``graph_ids`` in launch order of first use."""
+
+    number: int
+    position: int
+    graph_ids: tuple[int, ...]
+
+
+@dataclass
+class ThreadGraphs:
+    """The CUDA graphs one thread launched: ``graphs`` (one row per graph id), its cycles and
+    roles, and an ``--anchors`` line that makes one step of each cycle."""
+
+    pid: int
+    tid: int
+    graphs: pd.DataFrame
+    cycles: list[Cycle]
+    roles: list[Role]
+    anchors: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        return {
+            "pid": self.pid,
+            "tid": self.tid,
+            "graphs": [
+                {
+                    k: None if pd.isna(v) else (v.item() if hasattr(v, "item") else v)
+                    for k, v in row.items()
+                }
+                for row in self.graphs.reset_index().to_dict("records")
+            ],  # fmt: skip
+            "cycles": [
+                {"ids": list(c.ids), "repetitions": c.repetitions, "first_launch": c.first}
+                for c in self.cycles
+            ],
+            "roles": [
+                {"role": r.number, "position": r.position, "graph_ids": list(r.graph_ids)}
+                for r in self.roles
+            ],
+            "anchors": self.anchors,
+        }
+
+
+def _repetitions(seq: list[int], i: int, period: int) -> int:
+    """How many times ``seq[i:i+period]`` repeats back to back from ``i``."""
+    n = 1
+    while seq[i + n * period : i + (n + 1) * period] == seq[i : i + period]:
+        n += 1
+    return n
+
+
+def find_cycles(seq: list[int], *, max_period: int = 16, min_repetitions: int = 2) -> list[Cycle]:
+    """The repeating runs of the launch sequence ``seq`` (see the module doc)."""
+    cycles: list[Cycle] = []
+    i = 0
+    while i < len(seq):
+        best = (0, 0)  # (launches covered, period)
+        for period in range(1, min(max_period, (len(seq) - i) // min_repetitions) + 1):
+            if len(set(seq[i : i + period])) < period:
+                continue  # a graph twice in one period: a multiple of a shorter cycle
+            reps = _repetitions(seq, i, period)
+            if reps >= min_repetitions and reps * period > best[0]:
+                best = (reps * period, period)
+        if best[0] == 0:
+            i += 1
+            continue
+        covered, period = best
+        cycles.append(Cycle(tuple(seq[i : i + period]), covered // period, i))
+        i += covered
+    return cycles
+
+
+def main_cycle(cycles: list[Cycle]) -> Cycle | None:
+    """The cycle length covering the most launches; of that length, the longest run."""
+    if not cycles:
+        return None
+    per_len: dict[int, int] = {}
+    for c in cycles:
+        per_len[len(c.ids)] = per_len.get(len(c.ids), 0) + len(c.ids) * c.repetitions
+    length = max(per_len, key=lambda k: (per_len[k], -k))
+    return max((c for c in cycles if len(c.ids) == length), key=lambda c: c.repetitions)
+
+
+def graph_roles(cycles: list[Cycle], created: dict[int, int]) -> list[Role]:
+    """Roles of the graphs of ``cycles`` (see the module doc); ``created``: id -> time."""
+    main = main_cycle(cycles)
+    if main is None:
+        return []
+    n = len(main.ids)
+    inf = np.iinfo(np.int64).max
+
+    def canonical(ids: tuple[int, ...]) -> int:  # offset of the earliest-created graph
+        return min(range(n), key=lambda k: (created.get(ids[k], inf), k))
+
+    shift = canonical(main.ids)
+    members: list[list[int]] = [[] for _ in range(n)]
+    for c in cycles:
+        if len(c.ids) != n:
+            continue
+        offset = canonical(c.ids)
+        for k in range(n):  # position k of main (launch order) <- same canonical position
+            gid = c.ids[(offset + k - shift) % n]
+            if gid not in members[k]:
+                members[k].append(gid)
+    order = sorted(range(n), key=lambda k: (min(created.get(g, inf) for g in members[k]), k))
+    number = {k: i + 1 for i, k in enumerate(order)}
+    return [Role(number[k], k, tuple(members[k])) for k in range(n)]
+
+
+def anchors_line(roles: list[Role]) -> str | None:
+    """An ``--anchors`` value naming each role ``roleN`` (capture order), in launch order."""
+    if not roles:
+        return None
+    ids = ",".join(f"role{r.number}=graph:{'|'.join(map(str, r.graph_ids))}" for r in roles)
+    return ids
+
+
+def per_graph(launches: pd.DataFrame, created: dict[int, int]) -> pd.DataFrame:
+    """One row per graph id of one thread: launches, GPU µs per launch (mean, p50), kernels
+    per launch (node mode; NaN in graph mode), creation time (ns) and capture rank (1: created
+    first among the thread's launched graphs)."""
+    dur = (launches["end_ns"] - launches["start_ns"]) / 1e3
+    kernels = launches["kernels"].where(launches["kernels"] >= 0)
+    frame = (
+        launches.assign(gpu_us=dur, kernels=kernels)
+        .groupby("graph_id")
+        .agg(
+            launches=("gpu_us", "size"),
+            gpu_us_mean=("gpu_us", "mean"),
+            gpu_us_p50=("gpu_us", "median"),
+            kernels_per_launch=("kernels", "mean"),
+            first_launch_ns=("api_start_ns", "min"),
+        )
+    )
+    frame["created_ns"] = [created.get(int(g)) for g in frame.index]
+    frame["capture_rank"] = frame["created_ns"].rank(method="min").astype("Int64")
+    return frame.sort_values("first_launch_ns", kind="stable").drop(columns="first_launch_ns")
+
+
+def thread_graphs(trace: Trace) -> list[ThreadGraphs]:
+    """Per launching (process, thread), in order: its graphs, cycles, roles and anchors line."""
+    launches = trace.graph_launches
+    creations = trace.graph_creations
+    out = []
+    for (pid, tid), rows in launches.groupby(["pid", "tid"], sort=True):
+        rows = rows.sort_values("api_start_ns", kind="stable")
+        mine = creations[creations["pid"] == pid]
+        created = dict(
+            zip(mine["graph_id"].astype(int), mine["created_ns"].astype(int), strict=True)
+        )
+        cycles = find_cycles(rows["graph_id"].astype(int).tolist())
+        roles = graph_roles(cycles, created)
+        line = anchors_line(roles)
+        out.append(ThreadGraphs(int(pid), int(tid), per_graph(rows, created), cycles, roles, line))
+    return out
+
+
+def role_ids(trace: Trace, pid: int, tid: int, number: int) -> tuple[int, ...]:
+    """The graph ids of role ``number`` (capture order) on one thread; () if it has none."""
+    for t in thread_graphs(trace):
+        if (t.pid, t.tid) == (pid, tid):
+            return next((r.graph_ids for r in t.roles if r.number == number), ())
+    return ()

@@ -1,0 +1,60 @@
+"""``specscope graphs``: the CUDA graphs an export launched, their cycles and roles."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from specscope.cli_common import one_line_errors
+from specscope.errors import TraceError
+
+
+@click.command("graphs")
+@click.argument("trace", type=click.Path(path_type=Path))
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table",
+              show_default=True)  # fmt: skip
+@one_line_errors
+def graphs_cmd(trace: Path, fmt: str) -> None:
+    """Per process and thread: every CUDA graph launched (id, launches, GPU us per launch,
+    kernels per launch in node mode, creation time), the repeating launch cycles, the graph
+    roles across batch-size buckets and an --anchors line that makes one step of each cycle.
+
+    Example: specscope graphs trace.sqlite --format json
+    """
+    from specscope.analysis.graphs import thread_graphs
+    from specscope.analysis.loader import CaptureMode, load
+
+    t = load(trace)
+    threads = thread_graphs(t)
+    if not threads:
+        if t.capture_mode is CaptureMode.NO_CUDA or t.ops.empty:
+            raise TraceError(f"{trace}: no GPU work in the export (recorded with -t cuda?)")
+        if fmt == "json":
+            click.echo(json.dumps({"trace": str(trace), "mode": t.capture_mode.value,
+                                   "threads": []}))  # fmt: skip
+        else:
+            click.echo(f"{trace}: no CUDA graph launches (GPU work is eager only)")
+        return
+    if fmt == "json":
+        data = {
+            "trace": str(trace),
+            "mode": t.capture_mode.value,
+            "threads": [g.to_json() for g in threads],
+        }
+        click.echo(json.dumps(data))
+        return
+    click.echo(f"{trace}  capture mode {t.capture_mode.value}")
+    for g in threads:
+        click.echo(f"\npid {g.pid} tid {g.tid}: {len(g.graphs)} graph(s)")
+        table = g.graphs.drop(columns="kernels_per_launch") if t.capture_mode.value == "graph" \
+            else g.graphs  # fmt: skip
+        click.echo(table.to_string(float_format=lambda x: f"{x:.1f}", na_rep="n/a"))
+        cycles = ", ".join(map(str, g.cycles)) or "none (no graph sequence repeats)"
+        click.echo(f"cycles: {cycles}")
+        for r in g.roles:
+            ids = ", ".join(map(str, r.graph_ids))
+            click.echo(f"role {r.number} (capture order; launch position {r.position}): {ids}")
+        if g.anchors:
+            click.echo(f"suggested: --anchors '{g.anchors}'")

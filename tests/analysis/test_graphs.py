@@ -1,0 +1,104 @@
+"""``specscope graphs`` and :mod:`specscope.analysis.graphs` on the H200 graph fixtures."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import testdata
+from click.testing import CliRunner
+
+from specscope.analysis.graphs import Cycle, find_cycles, graph_roles, thread_graphs
+from specscope.analysis.loader import load
+from specscope.cli import cli
+
+DATA = testdata.DATA / "graphs"
+
+
+@pytest.mark.parametrize(
+    ("seq", "expected"),
+    [
+        ([1, 4, 7] * 3, [((1, 4, 7), 3)]),
+        ([19, 7, 31] * 2 + [22, 10, 34] * 3, [((19, 7, 31), 2), ((22, 10, 34), 3)]),
+        ([5] + [1, 2] * 4, [((1, 2), 4)]),  # a launch in no repeating run is left out
+        ([1, 1, 1], [((1,), 3)]),
+        ([1, 2, 3], []),
+    ],
+)
+def test_find_cycles(seq, expected):
+    assert [(c.ids, c.repetitions) for c in find_cycles(seq)] == expected
+
+
+def test_roles_line_up_by_capture_order_across_buckets():
+    # verify graphs (7, 10) created first, then draft (19, 22), then draft-extend (31, 34)
+    created = {7: 0, 10: 1, 19: 2, 22: 3, 31: 4, 34: 5}
+    # the second bucket's run begins at another rotation: still the same roles
+    cycles = [Cycle((19, 7, 31), 6, 0), Cycle((10, 34, 22), 6, 18)]
+    roles = {r.number: (r.position, r.graph_ids) for r in graph_roles(cycles, created)}
+    assert roles == {1: (1, (7, 10)), 2: (0, (19, 22)), 3: (2, (31, 34))}
+
+
+@pytest.mark.parametrize("name", ["cycle_graph_nonvtx", "cycle_node_nonvtx", "cycle_graph_nvtx"])
+def test_bucket_change_cycles_and_roles(name):
+    (t,) = thread_graphs(load(DATA / f"{name}.sqlite"))
+    assert [(c.ids, c.repetitions) for c in t.cycles] == [((19, 7, 31), 6), ((22, 10, 34), 6)]
+    assert {r.number: r.graph_ids for r in t.roles} == {1: (7, 10), 2: (19, 22), 3: (31, 34)}
+    assert t.anchors == "role2=graph:19|22,role1=graph:7|10,role3=graph:31|34"
+    assert t.graphs["launches"].tolist() == [6] * 6
+
+
+def test_node_mode_ids_equal_graph_mode_ids():
+    """The derived node-mode id (the graph an executable was instantiated from) is graph mode's
+    graphId for another run of the same program."""
+    graph = thread_graphs(load(DATA / "run_graph_nonvtx.sqlite"))[0]
+    node = thread_graphs(load(DATA / "run_node_nonvtx.sqlite"))[0]
+    assert graph.graphs.index.tolist() == node.graphs.index.tolist() == [1, 4, 7]
+    assert [str(c) for c in node.cycles] == ["[1, 4, 7] \u00d7 10"]
+    assert graph.graphs["kernels_per_launch"].isna().all()  # invisible in graph mode
+    assert node.graphs["kernels_per_launch"].tolist() == [492, 461, 132]
+
+
+def test_node_mode_kernels_add_up_to_nsys_stats():
+    """Node mode: kernels per launch x launches + eager kernels = nsys stats' kernel count."""
+    import csv
+
+    trace = load(DATA / "cycle_node_nonvtx.sqlite")
+    (t,) = thread_graphs(trace)
+    in_graphs = int((t.graphs["kernels_per_launch"] * t.graphs["launches"]).sum())
+    eager = int(((trace.ops["kind"] == "kernel") & ~trace.ops["in_graph"]).sum())
+    with open(DATA / "cycle_node_nonvtx_cuda_gpu_kern_sum.csv") as f:
+        total = sum(int(r["Instances"]) for r in csv.DictReader(f))
+    assert in_graphs + eager == total
+
+
+def test_two_processes_reported_separately():
+    threads = thread_graphs(load(DATA / "two_proc_graph.sqlite"))
+    assert len({t.pid for t in threads}) == 2
+    for t in threads:
+        assert [str(c) for c in t.cycles] == ["[19, 7, 31] \u00d7 6", "[22, 10, 34] \u00d7 6"]
+
+
+def test_cli_table_and_json():
+    runner = CliRunner()
+    out = runner.invoke(cli, ["graphs", str(DATA / "cycle_graph_nonvtx.sqlite")])
+    assert out.exit_code == 0, out.output
+    assert "[19, 7, 31] \u00d7 6, [22, 10, 34] \u00d7 6" in out.output
+    assert "--anchors 'role2=graph:19|22,role1=graph:7|10,role3=graph:31|34'" in out.output
+    out = runner.invoke(cli, ["graphs", str(DATA / "run_node_nonvtx.sqlite"), "--format", "json"])
+    data = json.loads(out.output)
+    assert data["mode"] == "node"
+    (thread,) = data["threads"]
+    assert thread["cycles"] == [{"ids": [1, 4, 7], "repetitions": 10, "first_launch": 0}]
+    assert [g["kernels_per_launch"] for g in thread["graphs"]] == [492, 461, 132]
+
+
+def test_cli_without_graphs_and_not_an_export(tmp_path):
+    runner = CliRunner()
+    out = runner.invoke(cli, ["graphs", str(DATA / "eager_nonvtx.sqlite")])
+    assert out.exit_code == 0
+    assert out.output.strip().endswith("no CUDA graph launches (GPU work is eager only)")
+    bad = tmp_path / "x.sqlite"
+    bad.write_text("not sqlite")
+    out = runner.invoke(cli, ["graphs", str(bad)])
+    assert out.exit_code == 2
+    assert out.output.startswith("Error:") and len(out.output.strip().splitlines()) == 1
