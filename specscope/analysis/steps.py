@@ -176,7 +176,13 @@ def _nvtx_steps(
     thread = nvtx[(nvtx["pid"] == sel_pid) & (nvtx["tid"] == sel_tid)]
     steps = _select(thread, spec.step, spec.domain).sort_values("start_ns", kind="stable")
     # Keep top-level instances only: a step range nested in another step is not a new step.
-    steps = steps[steps["start_ns"] >= steps["end_ns"].cummax().shift(1, fill_value=-(2**62))]
+    top = steps["start_ns"] >= steps["end_ns"].cummax().shift(1, fill_value=-(2**62))
+    if not top.all():
+        notes.append(
+            f"{int((~top).sum())} {spec.step!r} range(s) nested inside another {spec.step!r} "
+            "range are not steps of their own (top-level ranges only)"
+        )
+    steps = steps[top]
     all_steps = pd.DataFrame(
         {
             "step": np.arange(len(steps)),

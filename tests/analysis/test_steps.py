@@ -40,6 +40,15 @@ def test_domain_filters_steps_and_anchors(analyze_x):
     assert len(any_domain.steps.all_steps) == 6
 
 
+def test_nested_same_name_step_ranges_are_noted(analyze_x):
+    x = build_eagle(3)
+    x.range("step", 1000, 2000, domain="specscope")  # a "step" inside step 0
+    a = analyze_x(x)
+    assert len(a.steps.kept) == 3
+    assert any("1 'step' range(s) nested inside another" in n for n in a.metrics.notes)
+    assert not any("nested" in n for n in analyze_x(build_eagle(3)).metrics.notes)
+
+
 def test_no_domain_export_with_no_domain_spec(analyze_x):
     a = analyze_x(build_eagle(2, domain=None), StepSpec("step", EAGLE_SPEC.anchors))
     assert col(a, "gap_us:draft.replay->verify.replay") == pytest.approx([0.9, 0.9])
