@@ -190,10 +190,13 @@ class Trace:
 
     @cached_property
     def gpu_names(self) -> dict[int, str]:
-        """Device id -> GPU name, from TARGET_INFO_GPU."""
-        if not self.has("TARGET_INFO_GPU"):
-            return {}
-        return {int(i): str(n) for i, n in self.query("SELECT id, name FROM TARGET_INFO_GPU")}
+        """Device id -> GPU name, from TARGET_INFO_GPU (older exports: TARGET_INFO_CUDA_GPU);
+        empty when neither table has ``id`` and ``name`` columns."""
+        for table in ("TARGET_INFO_GPU", "TARGET_INFO_CUDA_GPU"):
+            if self.has(table) and {"id", "name"} <= self.columns(table):
+                rows = self.query(f"SELECT id, name FROM {table}")
+                return {int(i): str(n) for i, n in rows if i is not None and n is not None}
+        return {}
 
     # ---------------------------------------------------------------- NVTX
     @cached_property
