@@ -302,6 +302,10 @@ def _candidate_pids(trace: Trace, spec: StepSpec | None, options: AnalyzeOptions
     return sorted(pids)
 
 
+def _device_key(device: int | None) -> int:
+    return -1 if device is None else device
+
+
 def process_labels(keys: list[tuple[int, int | None]]) -> list[str]:
     """Rank labels of (pid, device) entries (module doc)."""
     pids = [p for p, _ in keys]
@@ -357,8 +361,7 @@ def analyze_processes(
             entries += _zero_config(trace, pid, options, graphs, skipped, thresholds)
     if not entries:
         raise _nothing_to_analyse(trace, options)
-    entries.sort(key=lambda e: (e.analysis.pid, -1 if e.analysis.device_id is None else 0,
-                                e.analysis.device_id or 0))  # fmt: skip
+    entries.sort(key=lambda e: (e.analysis.pid, _device_key(e.analysis.device_id)))
     labels = process_labels([(e.analysis.pid, e.analysis.device_id) for e in entries])
     processes = [
         ProcessAnalysis(label, e.analysis, e.choice, e.hint, e.top_kernels)

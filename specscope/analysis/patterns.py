@@ -107,14 +107,15 @@ def thread_step_kernel(
     names: np.ndarray,
     starts: np.ndarray,
     *,
-    excluded: frozenset[str] = frozenset(),
+    excluded: frozenset = frozenset(),
     min_periods: int = 3,
     min_share: float = 0.75,
     min_length: int = 2,
     min_coverage: float = 0.3,
 ) -> tuple[str, int, int, int, float] | None:
-    """The step kernel of one thread's launch sequence (module doc): ``names`` (str) and the
-    launch calls' ``starts`` (ns, sorted); (name, period, periods, covered, pause_us) or None."""
+    """The step kernel of one thread's launch sequence (module doc): ``names`` (names, or any
+    codes standing for them) and the launch calls' ``starts`` (ns, sorted); ``excluded``: names
+    never chosen. Returns (name, period, periods, covered, pause_us) or None."""
     n = len(names)
     if n < min_length * min_periods:
         return None
@@ -127,7 +128,7 @@ def thread_step_kernel(
     pause = np.r_[np.nan, np.diff(starts.astype(np.float64))]
     best = None
     for c in np.flatnonzero(counts > min_periods):
-        if str(uniq[c]) in excluded:
+        if uniq[c] in excluded:
             continue
         pos = order[bounds[c] : bounds[c + 1]]
         repeats, covered, periods, length = _repeats(pos, s1, s2)
@@ -143,7 +144,7 @@ def thread_step_kernel(
         pause_us = float(np.median(p)) / 1e3 if len(p) else 0.0
         key = (length, covered, pause_us, -int(pos[0]))
         if best is None or key > best[0]:
-            best = (key, (str(uniq[c]), round(length), periods, covered, pause_us))
+            best = (key, (uniq[c], round(length), periods, covered, pause_us))
     return None if best is None else best[1]
 
 
@@ -153,21 +154,26 @@ def find_step_kernel(trace: Trace, pid: int, **thresholds) -> StepKernel | None:
     launches; None when no thread has a repeating pattern."""
     ops = trace.ops
     mine = ops[(ops["pid"] == pid) & (ops["kind"] == "kernel") & (ops["api_tid"] >= 0)]
-    excluded = frozenset(mine.loc[mine["in_graph"], "name"].astype(str))
-    eager = mine[~mine["in_graph"]]
+    codes = mine["name"].cat.codes  # the short names' codes: no string per launch
+    names = mine["name"].cat.categories
+    in_graph = mine["in_graph"].to_numpy()
+    excluded = frozenset(codes.to_numpy()[in_graph].tolist())
+    eager = mine[~in_graph].assign(code=codes[~in_graph])
     best: StepKernel | None = None
     for tid, rows in eager.groupby("api_tid", sort=True):
         rows = rows.sort_values("api_start_ns", kind="stable")
         found = thread_step_kernel(
-            rows["name"].astype(str).to_numpy(),
+            rows["code"].to_numpy(),
             rows["api_start_ns"].to_numpy(),
             excluded=excluded,
             **thresholds,
         )
         if found is None:
             continue
-        name, period, periods, covered, pause_us = found
-        hit = StepKernel(name, pid, int(tid), period, periods, covered, len(rows), pause_us)
+        code, period, periods, covered, pause_us = found
+        hit = StepKernel(
+            str(names[code]), pid, int(tid), period, periods, covered, len(rows), pause_us
+        )
         if best is None or hit.covered > best.covered:
             best = hit
     return best
