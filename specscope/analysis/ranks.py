@@ -32,6 +32,7 @@ values are µs.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 
 import numpy as np
@@ -119,3 +120,15 @@ def spread_summary(view: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(
         rows, columns=["metric", "n", "spread_p50", "spread_p90", "spread_max"]
     ).set_index("metric")
+
+
+def view_json(view: pd.DataFrame, labels: list[str]) -> dict:
+    """The cross-rank view as ``analyze --format json`` writes it under ``ranks``: ``labels``,
+    ``steps`` (in common), ``stragglers``, ``spread`` and ``per_step`` (records)."""
+    return {
+        "labels": list(labels),
+        "steps": len(view),
+        "stragglers": straggler_table(view, list(labels)).reset_index().to_dict("records"),
+        "spread": spread_summary(view).reset_index().to_dict("records"),
+        "per_step": json.loads(view.reset_index().to_json(orient="records")),
+    }

@@ -186,10 +186,21 @@ def analyze(
     path: str | Path, spec: StepSpec, options: AnalyzeOptions = DEFAULT_OPTIONS
 ) -> Analysis:
     """Load ``path`` read-only and compute its per-step metrics and summary (a live analysis)."""
+    return analyze_trace(load(path), spec, options)
+
+
+def analyze_trace(
+    trace: Trace, spec: StepSpec, options: AnalyzeOptions = DEFAULT_OPTIONS
+) -> Analysis:
+    """:func:`analyze` of an export already loaded (several analyses of one export share it)."""
     o = options
-    trace = load(path)
     steps = find_steps(trace, spec, skip=o.skip, pid=o.pid, device=o.device)
-    metrics = per_step_metrics(trace, steps, o.count_kernels)
+    return analysis_of(trace, steps, o.count_kernels)
+
+
+def analysis_of(trace: Trace, steps: Steps, count_kernels: tuple[str, ...] = ()) -> Analysis:
+    """The live analysis of ``steps`` found in ``trace`` (however they were found)."""
+    metrics = per_step_metrics(trace, steps, count_kernels)
     return Analysis(
         source=str(trace.path),
         metrics=metrics,

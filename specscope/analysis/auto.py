@@ -1,0 +1,374 @@
+"""Every process and device of one export, each with steps chosen even without a spec.
+
+:func:`analyze_processes` is ``specscope analyze TRACE`` for exports nobody instrumented and for
+exports that hold several processes (``nsys profile --trace-fork-before-exec=true`` of a TP
+server, torchrun, MPI): one :class:`Analysis` per (process, device) that has steps, each with a
+``rank`` label, plus the cross-rank view (:mod:`specscope.analysis.ranks`) when there are two or
+more, the same shape as several exports (:mod:`specscope.analysis.many`).
+
+**Which processes.** Without ``options.pid`` every process with GPU work (or, for NVTX specs, with
+step ranges) is analysed; with ``options.pid`` only that one. Each process is analysed on every
+device its steps launched work on (``options.device``: only that one). A process with work on one
+device is analysed exactly as ``AnalyzeOptions(pid=P)`` would (its frame is that analysis'
+frame); with several devices, once per device as ``AnalyzeOptions(pid=P, device=D)``. Processes
+(or devices) without steps are left out, with the reason in :attr:`ExportAnalysis.skipped`.
+
+**Rank labels** (:func:`process_labels`): ``pid<P>``, or ``pid<P>.dev<D>`` when some process is
+analysed on several devices; entries are ordered by (pid, device), so labels are stable.
+
+**Zero-config** (``spec=None``), per process, the first of:
+
+====  ===========================================================================================
+(a)   the default preset's (``eagle``) NVTX step ranges, when the process has them (also when it
+      has no GPU work: host-only metrics, as ``--preset eagle`` gives today);
+(b)   a repeating CUDA-graph launch cycle (:mod:`specscope.analysis.graphs`) on one of its
+      threads, repeated at least ``min_cycles`` times: one anchor per graph role, named
+      ``roleN`` by capture order, listed in launch order of the cycle (graph ids of every
+      batch-size bucket per role), so a step is one cycle (:mod:`.launch_steps`);
+(c)   a repeating eager kernel pattern (:mod:`specscope.analysis.patterns`): each launch of the
+      kernel launched once per period starts a step (``--step kernel:^NAME$``);
+(d)   the whole capture as one window per device (:mod:`specscope.analysis.whole`).
+====  ===========================================================================================
+
+A process whose (b) or (c) spec finds no steps falls through to the next. Each entry says which
+was chosen (``choice``, one line) and how to refine it (``hint``: the options to pass). An
+export without GPU work and without (a)'s ranges raises :class:`SpecError`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import pandas as pd
+
+from specscope.analysis import ranks
+from specscope.analysis.graphs import ThreadGraphs, main_cycle, thread_graphs
+from specscope.analysis.loader import Trace, load
+from specscope.analysis.patterns import find_step_kernel
+from specscope.analysis.run import (
+    DEFAULT_OPTIONS,
+    Analysis,
+    AnalyzeOptions,
+    analysis_of,
+    analyze_trace,
+)
+from specscope.analysis.spec import CYCLE, DEFAULT_PRESET, StepSpec, load_preset
+from specscope.analysis.whole import top_kernels, whole_capture_steps
+from specscope.errors import SpecError
+
+
+@dataclass
+class ProcessAnalysis:
+    """One (process, device) of an export: its analysis, ``rank`` label, how its steps were
+    chosen (``choice``) and how to refine them (``hint``: options for ``specscope analyze``;
+    empty when a spec was given). ``top_kernels``: the kernels with the most device time
+    (:func:`~specscope.analysis.whole.top_kernels`), for the whole-capture window only."""
+
+    rank: str
+    analysis: Analysis
+    choice: str
+    hint: str = ""
+    top_kernels: pd.DataFrame | None = None
+
+    @property
+    def pid(self) -> int:
+        return self.analysis.pid
+
+    @property
+    def device(self) -> int | None:
+        return self.analysis.device_id
+
+    def to_json(self, per_step: bool = True) -> dict:
+        """:meth:`Analysis.to_json` plus ``rank``, ``choice``, ``hint`` (and ``top_kernels``)."""
+        data = self.analysis.to_json(per_step) | {
+            "rank": self.rank,
+            "choice": self.choice,
+            "hint": self.hint,
+        }
+        if self.top_kernels is not None:
+            data["top_kernels"] = self.top_kernels.reset_index().to_dict("records")
+        return data
+
+
+@dataclass
+class ExportAnalysis:
+    """Every analysed (process, device) of one export, in rank order, and the cross-rank view
+    (:func:`~specscope.analysis.ranks.cross_rank`; None with fewer than two entries).
+    ``skipped``: ``pid P`` or ``pid P device D`` -> why it was left out."""
+
+    path: Path
+    processes: list[ProcessAnalysis]
+    cross_rank: pd.DataFrame | None = None
+    skipped: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def labels(self) -> list[str]:
+        return [p.rank for p in self.processes]
+
+    @property
+    def analyses(self) -> dict[str, Analysis]:
+        """Rank label -> analysis, in rank order."""
+        return {p.rank: p.analysis for p in self.processes}
+
+    def to_json(self, per_step: bool = True) -> dict:
+        """The shape of ``analyze`` over several exports: ``exports`` (one entry per process and
+        device, with ``pid``, ``device``, ``rank``), ``skipped`` and ``ranks`` (None or
+        :func:`~specscope.analysis.ranks.view_json`)."""
+        view = self.cross_rank
+        return {
+            "exports": [p.to_json(per_step) for p in self.processes],
+            "skipped": [{"process": k, "reason": v} for k, v in self.skipped.items()],
+            "ranks": None if view is None else ranks.view_json(view, self.labels),
+        }
+
+
+# --------------------------------------------------------------------------- choosing steps
+@dataclass(frozen=True)
+class Choice:
+    """Steps chosen for one process: the spec (None: the whole capture), ``choice``, ``hint``."""
+
+    spec: StepSpec | None
+    choice: str
+    hint: str
+
+
+def _preset_steps(trace: Trace, pid: int) -> Choice | None:
+    """(a): the default preset, when ``pid`` has its NVTX step ranges."""
+    spec = load_preset(DEFAULT_PRESET)
+    nvtx = trace.nvtx
+    sel = (nvtx["pid"] == pid) & (nvtx["name"] == spec.step)
+    if spec.domain is not None:
+        sel &= nvtx["domain"] == spec.domain
+    if not sel.any():
+        return None
+    return Choice(
+        spec,
+        f"NVTX ranges of preset {DEFAULT_PRESET!r} (step {spec.step!r}, {int(sel.sum())} ranges)",
+        f"--preset {DEFAULT_PRESET} (or --step/--anchors/--domain for other ranges; "
+        "`specscope ranges TRACE` lists them)",
+    )
+
+
+def _graph_cycle(graphs: list[ThreadGraphs], pid: int, min_cycles: int) -> Choice | None:
+    """(b): the thread of ``pid`` whose repeating graph-launch cycle covers most launches."""
+    best, best_covered = None, 0
+    for t in graphs:
+        main = main_cycle(t.cycles)
+        if t.pid != pid or main is None or t.anchors is None:
+            continue
+        reps = sum(c.repetitions for c in t.cycles if len(c.ids) == len(main.ids))
+        if reps >= min_cycles and reps * len(main.ids) > best_covered:
+            best, best_covered = t, reps * len(main.ids)
+    if best is None:
+        return None
+    cycles = ", ".join(map(str, best.cycles))
+    return Choice(
+        StepSpec(CYCLE, tuple(best.anchors.split(","))),
+        f"CUDA graph launch cycle {cycles} on tid {best.tid} (a step is one cycle)",
+        f"--anchors {best.anchors} (rename the anchors; reorder them to move where a step "
+        "begins; `specscope graphs TRACE` lists the cycles)",
+    )
+
+
+def _kernel_pattern(trace: Trace, pid: int, thresholds: dict) -> Choice | None:
+    """(c): the kernel launched once per period of a repeating eager launch sequence."""
+    found = find_step_kernel(trace, pid, **thresholds)
+    if found is None:
+        return None
+    return Choice(
+        StepSpec(found.step),
+        f"repeating eager kernel pattern on tid {found.tid}: {found} (each launch starts a step)",
+        f"--step '{found.step}' (or another kernel:REGEX launched once per step)",
+    )
+
+
+WHOLE_CHOICE = "the whole capture as one window (no NVTX steps, graph cycle or kernel pattern)"
+WHOLE_HINT = (
+    "--step kernel:REGEX (a kernel launched once per step), --anchors NAME=graph:ID,... "
+    "(`specscope graphs TRACE`) or --step NAME for NVTX ranges (`specscope ranges TRACE`)"
+)
+
+
+def choose_steps(
+    trace: Trace,
+    pid: int,
+    graphs: list[ThreadGraphs] | None = None,
+    *,
+    min_cycles: int = 3,
+    **pattern_thresholds,
+) -> list[Choice]:
+    """The candidate step choices (a)-(c) of process ``pid``, best first (module doc).
+
+    ``graphs``: :func:`~specscope.analysis.graphs.thread_graphs` of ``trace`` when already
+    computed; ``min_cycles``: repetitions of the main graph cycle needed for (b);
+    ``pattern_thresholds``: keyword arguments of :func:`.patterns.thread_step_kernel` for (c).
+    """
+    choices = [_preset_steps(trace, pid)]
+    if (trace.ops["pid"] == pid).any():
+        graphs = thread_graphs(trace) if graphs is None else graphs
+        choices.append(_graph_cycle(graphs, pid, min_cycles))
+        choices.append(_kernel_pattern(trace, pid, pattern_thresholds))
+    return [c for c in choices if c is not None]
+
+
+# --------------------------------------------------------------------------- every process
+def _devices(trace: Trace, pid: int, device: int | None) -> list[int]:
+    """The devices process ``pid`` ran GPU work on (``[device]`` when one is asked for)."""
+    if device is not None:
+        return [device]
+    ops = trace.ops
+    return sorted(int(d) for d in ops.loc[ops["pid"] == pid, "device_id"].unique())
+
+
+def _with_spec(
+    trace: Trace, pid: int, spec: StepSpec, options: AnalyzeOptions, skipped: dict[str, str]
+) -> list[Analysis]:
+    """The analyses of ``spec`` in process ``pid``, one per device its steps ran work on
+    (module doc); SpecError when the process has no steps."""
+    devices = _devices(trace, pid, options.device)
+    if len(devices) <= 1:
+        return [analyze_trace(trace, spec, replace(options, pid=pid))]
+    out = []
+    for d in devices:
+        try:
+            out.append(analyze_trace(trace, spec, replace(options, pid=pid, device=d)))
+        except SpecError as e:
+            skipped[f"pid {pid} device {d}"] = str(e)
+    # no device has work in the steps (host-only steps): the analysis without a device
+    return out or [analyze_trace(trace, spec, replace(options, pid=pid))]
+
+
+@dataclass
+class _Entry:
+    analysis: Analysis
+    choice: str
+    hint: str = ""
+    top_kernels: pd.DataFrame | None = None
+
+
+def _whole_capture(trace: Trace, pid: int, options: AnalyzeOptions) -> list[_Entry]:
+    """(d): one window per device of process ``pid``."""
+    out = []
+    for d in _devices(trace, pid, options.device):
+        ops = trace.ops
+        if not ((ops["pid"] == pid) & (ops["device_id"] == d)).any():
+            continue
+        steps = whole_capture_steps(trace, pid, d)
+        if options.skip:
+            steps.notes.append(f"--skip {options.skip} ignored: the whole capture is one step")
+        a = analysis_of(trace, steps, options.count_kernels)
+        out.append(_Entry(a, WHOLE_CHOICE, WHOLE_HINT, top_kernels(steps)))
+    return out
+
+
+def _zero_config(
+    trace: Trace,
+    pid: int,
+    options: AnalyzeOptions,
+    graphs: list[ThreadGraphs],
+    skipped: dict[str, str],
+    thresholds: dict,
+) -> list[_Entry]:
+    """The first usable choice of :func:`choose_steps` for ``pid``, else (d)."""
+    failed = []
+    for c in choose_steps(trace, pid, graphs, **thresholds):
+        try:
+            analyses = _with_spec(trace, pid, c.spec, options, skipped)
+        except SpecError as e:
+            failed.append(f"{c.choice}: not usable ({e})")
+            continue
+        for a in analyses:
+            a.metrics.notes.extend(failed)
+        return [_Entry(a, c.choice, c.hint) for a in analyses]
+    entries = _whole_capture(trace, pid, options)
+    for e in entries:
+        e.analysis.metrics.notes.extend(failed)
+    if not entries:
+        skipped[f"pid {pid}"] = "; ".join(failed) or "no GPU work and no NVTX step ranges"
+    return entries
+
+
+def _candidate_pids(trace: Trace, spec: StepSpec | None, options: AnalyzeOptions) -> list[int]:
+    """Processes to analyse: ``options.pid``, else every one with GPU work or (NVTX specs and
+    zero-config) NVTX ranges of the step."""
+    if options.pid is not None:
+        return [options.pid]
+    pids = {int(p) for p in trace.ops["pid"].unique()}
+    nvtx_spec = load_preset(DEFAULT_PRESET) if spec is None else spec
+    if not nvtx_spec.from_launches:
+        nvtx = trace.nvtx
+        pids |= {int(p) for p in nvtx.loc[nvtx["name"] == nvtx_spec.step, "pid"].unique()}
+    return sorted(pids)
+
+
+def _device_key(device: int | None) -> int:
+    return -1 if device is None else device
+
+
+def process_labels(keys: list[tuple[int, int | None]]) -> list[str]:
+    """Rank labels of (pid, device) entries (module doc)."""
+    pids = [p for p, _ in keys]
+    if len(set(pids)) == len(pids):
+        return [f"pid{p}" for p in pids]
+    return [f"pid{p}.dev{'-' if d is None else d}" for p, d in keys]
+
+
+def _nothing_to_analyse(trace: Trace, options: AnalyzeOptions) -> SpecError:
+    step = load_preset(DEFAULT_PRESET).step
+    where = f"process {options.pid}" if options.pid is not None else str(trace.path)
+    if options.device is not None:
+        where += f" on device {options.device}"
+    return SpecError(
+        f"{where}: no GPU work and no NVTX {step!r} ranges, nothing to analyse (record with "
+        "-t cuda, or give --step NAME for its NVTX ranges: `specscope ranges TRACE` lists them)"
+    )
+
+
+def analyze_processes(
+    source: str | Path | Trace,
+    spec: StepSpec | None = None,
+    options: AnalyzeOptions = DEFAULT_OPTIONS,
+    *,
+    collective: str | None = ranks.COLLECTIVE,
+    min_cycles: int = 3,
+    **pattern_thresholds,
+) -> ExportAnalysis:
+    """Analyse every (process, device) of one export (module doc); ``spec=None``: zero-config.
+
+    ``collective``: the cross-rank view's collective pattern (its ``kernel_us:`` metric exists
+    only when ``options.count_kernels`` counts it, e.g. ``options.counting("nccl")``);
+    ``min_cycles`` and ``pattern_thresholds``: see :func:`choose_steps`. Raises SpecError when
+    nothing can be analysed: with a spec, the error of ``analyze(path, spec, options)``.
+    """
+    trace = source if isinstance(source, Trace) else load(source)
+    skipped: dict[str, str] = {}
+    entries: list[_Entry] = []
+    if spec is not None:
+        for pid in _candidate_pids(trace, spec, options):
+            try:
+                analyses = _with_spec(trace, pid, spec, options, skipped)
+            except SpecError as e:
+                skipped[f"pid {pid}"] = str(e)
+                continue
+            entries += [_Entry(a, "the given spec") for a in analyses]
+        if not entries:
+            analyze_trace(trace, spec, options)  # raises the single-process error
+    else:
+        graphs = thread_graphs(trace)
+        thresholds = dict(pattern_thresholds, min_cycles=min_cycles)
+        for pid in _candidate_pids(trace, None, options):
+            entries += _zero_config(trace, pid, options, graphs, skipped, thresholds)
+    if not entries:
+        raise _nothing_to_analyse(trace, options)
+    entries.sort(key=lambda e: (e.analysis.pid, _device_key(e.analysis.device_id)))
+    labels = process_labels([(e.analysis.pid, e.analysis.device_id) for e in entries])
+    processes = [
+        ProcessAnalysis(label, e.analysis, e.choice, e.hint, e.top_kernels)
+        for label, e in zip(labels, entries, strict=True)
+    ]
+    view = None
+    if len(processes) >= 2:
+        frames = {p.rank: p.analysis.frame for p in processes}
+        view = ranks.cross_rank(frames, collective=collective)
+    return ExportAnalysis(trace.path, processes, view, skipped)

@@ -1,0 +1,179 @@
+"""A repeating eager kernel pattern: the kernel that marks each step of a loop nobody annotated.
+
+nsys's pace recipes take a kernel name launched once per iteration and call each of its launches
+the start of one iteration; :func:`find_step_kernel` finds such a kernel itself, so that
+``--step kernel:^NAME$`` (:mod:`specscope.analysis.launch_steps`) can cut the loop into steps.
+
+**The rule.** Take one launching thread's eager kernel launches (kernels outside CUDA graphs, by
+the start of their launch call) as a sequence of short names. For a name K launched n times, the
+n - 1 *periods* are the launches from one K up to (not including) the next. A period *repeats*
+when it equals the period before it (the same names in the same order)::
+
+    launches   K a b c  K a b c  K a b c  K a d c  K a d c  K
+    periods    |K a b c|K a b c|K a b c|K a d c|K a d c|       5 periods, 3 repeats
+                         repeat  repeat           repeat       (a batch-size change between)
+
+K is a **step kernel** when
+
+- its periods repeat at least ``min_periods - 1`` times (so at least ``min_periods`` periods,
+  default 3),
+- at least ``min_share`` of them repeat (default 0.75: a few irregular iterations, e.g. at a
+  batch-size change, are tolerated; a kernel launched at several places of one step has
+  periods that differ from the one before and fails here),
+- its median period is at least ``min_length`` launches long (default 2: a kernel repeated on
+  its own is no loop structure), and
+- the periods that repeat or are repeated cover at least ``min_coverage`` of the thread's eager
+  kernel launches (default 0.3: the loop is a large part of what the thread does).
+
+Of the step kernels, the one with the **longest median period** wins (a kernel launched once per
+layer repeats too, but a step holds many layers), then the one **covering the most launches**,
+then the one whose launches follow the **longest host pause** (median time from the previous
+kernel launch call's start to its own: a step boundary is where the host does its own work, e.g.
+scheduling or a sync), then the one launched first. Names that are also launched inside graphs
+(node mode) are never step kernels. Periods are compared by an order-sensitive hash of their
+names (two 64-bit sums over the period), so the search is linear in the number of launches.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from specscope.analysis.loader import Trace
+
+
+@dataclass(frozen=True)
+class StepKernel:
+    """A kernel launched once per period of a repeating launch sequence on one thread.
+
+    ``period``: median launches per period; ``periods``: periods (launches - 1); ``covered``:
+    launches in periods that repeat or are repeated; ``launches``: the thread's eager kernel
+    launches; ``pause_us``: the median host pause before the kernel's launches (module doc).
+    """
+
+    name: str
+    pid: int
+    tid: int
+    period: int
+    periods: int
+    covered: int
+    launches: int
+    pause_us: float
+
+    @property
+    def step(self) -> str:
+        """The ``--step`` value that makes each launch of this kernel a step."""
+        return f"kernel:^{re.escape(self.name)}$"
+
+    def __str__(self) -> str:
+        return (
+            f"kernel {self.name!r} launched once per ~{self.period} kernel launches, "
+            f"{self.periods + 1} times ({self.covered} of {self.launches} launches repeat)"
+        )
+
+
+_SEED = 0x5EC5C0DE  # fixed: the hash weights (and so the result) never change between runs
+
+
+def _period_hashes(codes: np.ndarray, n_names: int) -> tuple[np.ndarray, np.ndarray]:
+    """Prefix sums (length n + 1, uint64, wrapping) for the order-sensitive hash of any slice
+    ``[a, b)``: ``(S1[b] - S1[a], S2[b] - S2[a] - a * (S1[b] - S1[a]))``."""
+    w = np.random.default_rng(_SEED).integers(1, 2**63, size=n_names, dtype=np.uint64)
+    wc = w[codes]
+    s1 = np.zeros(len(codes) + 1, dtype=np.uint64)
+    s2 = np.zeros(len(codes) + 1, dtype=np.uint64)
+    np.cumsum(wc, out=s1[1:])
+    np.cumsum(wc * np.arange(len(codes), dtype=np.uint64), out=s2[1:])
+    return s1, s2
+
+
+def _repeats(pos: np.ndarray, s1: np.ndarray, s2: np.ndarray) -> tuple[int, int, int, float]:
+    """(repeats, launches covered, periods, median period length) of the launches ``pos`` of
+    one name (module doc)."""
+    a, b = pos[:-1], pos[1:]
+    h1 = s1[b] - s1[a]
+    h2 = s2[b] - s2[a] - a.astype(np.uint64) * h1
+    length = b - a
+    same = (length[1:] == length[:-1]) & (h1[1:] == h1[:-1]) & (h2[1:] == h2[:-1])
+    part = np.zeros(len(a), dtype=bool)  # periods that repeat or are repeated
+    part[1:] |= same
+    part[:-1] |= same
+    return int(same.sum()), int(length[part].sum()), len(a), float(np.median(length))
+
+
+def thread_step_kernel(
+    names: np.ndarray,
+    starts: np.ndarray,
+    *,
+    excluded: frozenset = frozenset(),
+    min_periods: int = 3,
+    min_share: float = 0.75,
+    min_length: int = 2,
+    min_coverage: float = 0.3,
+) -> tuple[str, int, int, int, float] | None:
+    """The step kernel of one thread's launch sequence (module doc): ``names`` (names, or any
+    codes standing for them) and the launch calls' ``starts`` (ns, sorted); ``excluded``: names
+    never chosen. Returns (name, period, periods, covered, pause_us) or None."""
+    n = len(names)
+    if n < min_length * min_periods:
+        return None
+    uniq, codes = np.unique(names, return_inverse=True)
+    codes = codes.astype(np.int64)
+    counts = np.bincount(codes, minlength=len(uniq))
+    s1, s2 = _period_hashes(codes, len(uniq))
+    order = np.argsort(codes, kind="stable")
+    bounds = np.r_[0, np.cumsum(counts)]
+    pause = np.r_[np.nan, np.diff(starts.astype(np.float64))]
+    best = None
+    for c in np.flatnonzero(counts > min_periods):
+        if uniq[c] in excluded:
+            continue
+        pos = order[bounds[c] : bounds[c + 1]]
+        repeats, covered, periods, length = _repeats(pos, s1, s2)
+        if (
+            repeats < min_periods - 1
+            or repeats < min_share * (periods - 1)
+            or length < min_length
+            or covered < min_coverage * n
+        ):
+            continue
+        p = pause[pos]
+        p = p[~np.isnan(p)]
+        pause_us = float(np.median(p)) / 1e3 if len(p) else 0.0
+        key = (length, covered, pause_us, -int(pos[0]))
+        if best is None or key > best[0]:
+            best = (key, (uniq[c], round(length), periods, covered, pause_us))
+    return None if best is None else best[1]
+
+
+def find_step_kernel(trace: Trace, pid: int, **thresholds) -> StepKernel | None:
+    """The step kernel of process ``pid`` (module doc; ``thresholds``: the keyword arguments of
+    :func:`thread_step_kernel`): over its launching threads, the one covering the most
+    launches; None when no thread has a repeating pattern."""
+    ops = trace.ops
+    mine = ops[(ops["pid"] == pid) & (ops["kind"] == "kernel") & (ops["api_tid"] >= 0)]
+    codes = mine["name"].cat.codes  # the short names' codes: no string per launch
+    names = mine["name"].cat.categories
+    in_graph = mine["in_graph"].to_numpy()
+    excluded = frozenset(codes.to_numpy()[in_graph].tolist())
+    eager = mine[~in_graph].assign(code=codes[~in_graph])
+    best: StepKernel | None = None
+    for tid, rows in eager.groupby("api_tid", sort=True):
+        rows = rows.sort_values("api_start_ns", kind="stable")
+        found = thread_step_kernel(
+            rows["code"].to_numpy(),
+            rows["api_start_ns"].to_numpy(),
+            excluded=excluded,
+            **thresholds,
+        )
+        if found is None:
+            continue
+        code, period, periods, covered, pause_us = found
+        hit = StepKernel(
+            str(names[code]), pid, int(tid), period, periods, covered, len(rows), pause_us
+        )
+        if best is None or hit.covered > best.covered:
+            best = hit
+    return best

@@ -1,0 +1,169 @@
+"""Zero-config analysis (:mod:`specscope.analysis.auto`): which steps are chosen, on which export.
+
+(a) the ``eagle`` preset's NVTX ranges, (b) a repeating CUDA-graph cycle, (c) a repeating eager
+kernel pattern (:mod:`specscope.analysis.patterns`), (d) the whole capture as one window
+(:mod:`specscope.analysis.whole`); and every committed export analysed without a spec.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+import testdata
+
+from specscope.analysis.auto import analyze_processes
+from specscope.analysis.patterns import thread_step_kernel
+from specscope.analysis.run import AnalyzeOptions, analyze
+from specscope.analysis.spec import StepSpec, load_preset, split_anchor
+from specscope.analysis.synthetic import SyntheticExport
+from specscope.analysis.whole import WHOLE_CAPTURE
+from specscope.errors import SpecError
+
+GRAPHS = testdata.DATA / "graphs"
+
+
+def only(path, **kw):
+    x = analyze_processes(path, None, AnalyzeOptions(**kw))
+    assert len(x.processes) == 1
+    return x.processes[0]
+
+
+def test_a_preset_nvtx_ranges():
+    p = only(testdata.GRAPH)
+    assert "preset 'eagle'" in p.choice and "--preset eagle" in p.hint
+    expected = analyze(testdata.GRAPH, load_preset("eagle")).frame
+    pd.testing.assert_frame_equal(p.analysis.frame, expected)
+
+
+def test_a_cpu_only_export_keeps_host_only_metrics():
+    p = only(testdata.DATA / "cpu_eagle_2023.sqlite")
+    assert "preset 'eagle'" in p.choice and p.device is None
+    assert p.analysis.frame["cpu_step_us"].notna().all()
+    assert p.analysis.frame["busy_us"].isna().all()
+
+
+def test_b_graph_cycle_matches_the_sglang_preset():
+    path = GRAPHS / "run_graph_nonvtx.sqlite"
+    p = only(path, skip=1)
+    assert "graph launch cycle [1, 4, 7] \u00d7 10" in p.choice
+    assert p.hint.startswith("--anchors role1=graph:1,role2=graph:4,role3=graph:7 ")
+    preset = load_preset("sglang_eagle")
+    expected = analyze(path, preset, AnalyzeOptions(skip=1)).summary["p50"]
+    # roleN (capture order) is the preset's anchor of graph-role:N
+    names = {f"role{split_anchor(a)[1].role}": split_anchor(a)[0] for a in preset.anchors}
+    got = p.analysis.summary["p50"].rename(index=lambda m: _renamed(m, names))
+    common = [m for m in expected.index if m in got.index and not np.isnan(expected[m])]
+    assert len([m for m in common if m.startswith("gap_us:")]) == 3
+    assert {"window_us", "busy_us", "idle_us", "eager_memcpy", "graph_launches"} <= set(common)
+    assert np.allclose(got[common], expected[common], atol=1e-6)
+
+
+def _renamed(metric: str, names: dict[str, str]) -> str:
+    for role, name in names.items():
+        metric = metric.replace(role, name)
+    return metric
+
+
+def test_c_repeating_kernel_pattern():
+    path = GRAPHS / "eager_nonvtx.sqlite"
+    p = only(path)
+    assert "'step_marker_kernel'" in p.choice
+    assert (
+        p.hint
+        == "--step 'kernel:^step_marker_kernel$' (or another kernel:REGEX launched once per step)"
+    )
+    expected = analyze(path, StepSpec("kernel:^step_marker_kernel$")).frame
+    pd.testing.assert_frame_equal(p.analysis.frame, expected)
+    assert len(expected) == 12 and (expected["eager_kernels"] == 66).all()
+
+
+def _no_repetition() -> SyntheticExport:
+    """Ten different kernels, one memcpy, once each: GPU work, no structure."""
+    x = SyntheticExport()
+    for i in range(10):
+        corr = x.api("cudaLaunchKernel", 1_000 * i, 1_000 * i + 50)
+        x.kernel(f"k{i}", 1_000 * i + 100, 1_000 * i + 100 + 10 * (i + 1), corr)
+    corr = x.api("cudaMemcpyAsync", 20_000, 20_050)
+    x.memcpy("htod", 64, 20_100, 20_300, corr)
+    return x
+
+
+def test_d_whole_capture_one_window(write_export):
+    p = only(write_export(_no_repetition()))
+    assert p.choice.startswith("the whole capture as one window") and "--step kernel:" in p.hint
+    f = p.analysis.frame
+    assert len(f) == 1 and p.analysis.spec["step"] == WHOLE_CAPTURE
+    row = f.iloc[0]
+    busy = (sum(10 * (i + 1) for i in range(10)) + 200) / 1e3
+    assert row["window_us"] == pytest.approx((20_300 - 100) / 1e3)
+    assert row["busy_us"] == pytest.approx(busy)
+    assert row["idle_us"] == pytest.approx(row["window_us"] - busy)
+    assert row["occupancy_pct"] == pytest.approx(100 * busy / row["window_us"])
+    assert (row["eager_kernels"], row["eager_memcpy"], row["graph_launches"]) == (10, 1, 0)
+    assert row["api_calls:cudaLaunchKernel"] == 10
+    top = p.top_kernels
+    assert top.index[0] == "k9" and top["total_us"].iloc[0] == pytest.approx(0.1)
+    assert len(top) == 10 and top["pct"].sum() == pytest.approx(100)
+    assert p.to_json()["top_kernels"][0]["kernel"] == "k9"
+
+
+def test_no_gpu_work_and_no_steps_is_one_line_error(write_export):
+    x = SyntheticExport()
+    x.range("load", 0, 1_000)
+    with pytest.raises(SpecError, match="no GPU work and no NVTX 'step' ranges") as e:
+        analyze_processes(write_export(x))
+    assert "\n" not in str(e.value)
+
+
+def test_graph_cycle_that_is_too_short_falls_through(write_export):
+    # two repetitions of a 2-graph cycle: below min_cycles=3, so (c)/(d) decide
+    x = SyntheticExport()
+    for i, g in enumerate([1, 2, 1, 2]):
+        corr = x.api("cudaGraphLaunch", 1_000 * i, 1_000 * i + 50)
+        x.graph_replay(1_000 * i + 100, 1_000 * i + 400, corr, graph_id=g)
+    path = write_export(x)
+    assert only(path).choice.startswith("the whole capture")
+    assert "graph launch cycle" in analyze_processes(path, min_cycles=2).processes[0].choice
+
+
+@pytest.mark.parametrize(
+    ("seq", "expected"),
+    [
+        ("KabcKabcKabcKadcKadcK", ("K", 4, 5)),  # the module doc's example
+        # a layer kernel L repeats too, but the step (S ...) holds three layers
+        ("SLaLaLaSLaLaLaSLaLaLaSLaLaLa", ("S", 7, 3)),
+        ("KaKaKaKa", ("K", 2, 3)),  # several names once per period: the first launched
+        ("aaaaaaaa", None),  # one kernel on its own: no loop structure
+        ("KabKbaKaabKbK", None),  # periods never repeat
+    ],
+)
+def test_step_kernel_rule(seq, expected):
+    names = np.array(list(seq))
+    found = thread_step_kernel(names, np.arange(len(seq)) * 10)
+    assert (found if found is None else found[:3]) == expected
+
+
+def test_step_kernel_prefers_the_longest_host_pause():
+    names = np.array(list("abcabcabcabc"))
+    starts = np.cumsum([50 if n == "b" else 10 for n in names])  # a long pause before each b
+    assert thread_step_kernel(names, starts)[0] == "b"
+
+
+EXPORTS = sorted(testdata.DATA.rglob("*.sqlite"))
+
+
+@pytest.mark.parametrize("path", EXPORTS, ids=lambda p: str(p.relative_to(testdata.DATA)))
+def test_every_committed_export_without_a_spec(path):
+    x = analyze_processes(path)
+    assert x.processes
+    for p in x.processes:
+        assert p.choice and p.hint
+        f = p.analysis.frame
+        if p.device is None:  # CPU-only export (no CUDA tables): host-only, as today
+            assert "cpu_eagle" in path.name
+            continue
+        for col in ("busy_us", "idle_us"):
+            assert all(math.isfinite(v) for v in f[col]), col
