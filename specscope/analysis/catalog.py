@@ -96,11 +96,12 @@ CATALOG: tuple[MetricInfo, ...] = (
     _m("graph_launches", "count", N, "Graph launches per step", "kernels",
       meaning="distinct graph launches of the step"),
     _m("kernels:REGEX", "count", L, None, "kernels",  # the spec counts kernels it wants gone
-      meaning="kernels of the step whose name matches REGEX (node mode or no graphs only)"),
+      meaning="kernels of the step whose name matches REGEX (graph mode: the eager ones only)"),
     _m("kernel_us:REGEX", "us", N, None, "kernels",
       meaning="summed device time of the kernels matching REGEX (e.g. NCCL, waiting included)"),
     _m(f"api_calls:{{{_APIS}}}", "count", N, None, "api",
-      meaning="CUDA API calls of that name started in the step range on its thread"),
+      meaning="CUDA API calls of that family (runtime, driver `cu*`, `_ptsz`) started in the "
+      "step on its thread"),
     _m("cpu_step_us", "us", L, "Host time per step", "host", needs_cuda=False,
       meaning="duration of the step range on the host"),
     _m("cpu_us:R", "us", L, None, "host", needs_cuda=False,
