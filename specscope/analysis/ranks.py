@@ -32,6 +32,7 @@ values are µs.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 
 import numpy as np
@@ -119,3 +120,19 @@ def spread_summary(view: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(
         rows, columns=["metric", "n", "spread_p50", "spread_p90", "spread_max"]
     ).set_index("metric")
+
+
+def to_json(view: pd.DataFrame | None, labels: list[str]) -> dict | None:
+    """The ``ranks`` object of ``specscope analyze --format json`` with several exports: the
+    rank labels, the number of steps in common, :func:`straggler_table` and
+    :func:`spread_summary` as records, and the per-step ``view`` (NaN -> null); None without a
+    view (fewer than two analysed exports)."""
+    if view is None:
+        return None
+    return {
+        "labels": list(labels),
+        "steps": len(view),
+        "stragglers": straggler_table(view, list(labels)).reset_index().to_dict("records"),
+        "spread": spread_summary(view).reset_index().to_dict("records"),
+        "per_step": json.loads(view.reset_index().to_json(orient="records")),
+    }
