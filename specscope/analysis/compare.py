@@ -389,6 +389,17 @@ def _run_json(r: Analysis) -> dict:
     }
 
 
+def warnings(comparisons: Sequence[Comparison]) -> list[str]:
+    """The comparability warnings (:attr:`Level.WARNING` checks) of ``comparisons``, each
+    message once, in order."""
+    seen: list[str] = []
+    for c in comparisons:
+        for check in c.checks:
+            if check.level is Level.WARNING and check.message not in seen:
+                seen.append(check.message)
+    return seen
+
+
 def side_labels(n: int) -> list[str]:
     """The default labels of ``n`` sides: ``Before, After`` for two, else ``Before, After 1,
     After 2, ...`` (every later side is compared against the first)."""

@@ -1,8 +1,4 @@
-"""``specscope profile`` and ``specscope doctor``: thin click commands over specscope.profiler.
-
-Both turn a :class:`~specscope.errors.SpecscopeError` into one ``Error:`` line and its exit code
-themselves, so they behave the same standalone (``CliRunner``) and on the main group.
-"""
+"""``specscope profile``: a thin click command over :func:`specscope.profiler.profile.profile`."""
 
 from __future__ import annotations
 
@@ -12,12 +8,9 @@ from pathlib import Path
 
 import click
 
-from specscope.cli_common import one_line_errors
+from specscope.cli import Command
+from specscope.cli.options import say, warn
 from specscope.profiler.flags import CAPTURE_RANGES, GRAPH_TRACE_MODES, ProfileFlags, parse_trace
-
-
-def _warn(message: str) -> None:
-    click.echo(f"warning: {message}", err=True)
 
 
 def _echoer():
@@ -30,7 +23,7 @@ def _echoer():
     return echo
 
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.command(cls=Command, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--label", default=None, help="Name of the run (default: the program's name).")
 @click.option(
     "--out",
@@ -89,7 +82,6 @@ def _echoer():
     help="Results database for --analyze (default: RUN/results.sqlite).",
 )
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
-@one_line_errors
 def profile(
     label: str | None,
     out: Path,
@@ -127,45 +119,25 @@ def profile(
         analyze_preset=preset,
         db=db,
         echo=_echoer(),
-        warn=_warn,
+        warn=warn,
     )
     m = result.manifest
     t = m["timings_s"]
-    click.echo(
+    say(
         f"run folder {result.run_dir}  (mode {m['mode']}, nsys {m['nsys']['version']}, "
-        f"record {t.get('record')} s, import {t.get('import')} s, export {t.get('export')} s)",
-        err=True,
+        f"record {t.get('record')} s, import {t.get('import')} s, export {t.get('export')} s)"
     )
     if result.export is not None:
         click.echo(str(result.export))
     if "analysis" in m:
         a = m["analysis"]
         analysis = json.loads((result.run_dir / a["json"]).read_text())
-        click.echo(
-            f"analysed {a['steps']} steps with preset {a['preset']}; run {a['run_id']} "
-            f"in {a['db']}",
-            err=True,
+        say(
+            f"analysed {a['steps']} steps with preset {a['preset']}; run {a['run_id']} in {a['db']}"
         )
         for metric, row in analysis["summary"].items():
             if row.get("p50") is not None:
-                click.echo(f"  {metric:<36} p50 {row['p50']:>12.1f} {row['unit']}", err=True)
+                say(f"  {metric:<36} p50 {row['p50']:>12.1f} {row['unit']}")
 
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--nsys", "nsys_path", default=None, metavar="PATH", help="nsys to check.")
-@click.option("--no-probe", is_flag=True, help="Skip the tiny profile-and-export check.")
-@one_line_errors
-def doctor(nsys_path: str | None, no_probe: bool) -> None:
-    """Check nsys, its importer, a real NVTX profile+export, the GPU and package versions.
-
-    Prints one line per check with the fix for each failing one; exits 1 if any check failed.
-
-    Example: specscope doctor --nsys /opt/nvidia/nsight-systems/2025.3.1/bin/nsys
-    """
-    from specscope.profiler.doctor import FAIL, run_checks
-
-    checks = run_checks(nsys_path, probe=not no_probe)
-    for check in checks:
-        click.echo(check.line())
-    if any(c.status == FAIL for c in checks):
-        raise click.exceptions.Exit(1)
+COMMANDS = (profile,)

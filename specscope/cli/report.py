@@ -1,36 +1,57 @@
-"""``specscope report``: parse flags, call the library, print where the report went.
-
-A plain click command (registered on the main group in :mod:`specscope.cli`); it turns expected
-failures into one ``Error:`` line with exit code 2 itself, so it also works standalone.
-"""
+"""``specscope report``: parse flags, call :func:`specscope.reports.report.write_report`, print
+where the report went."""
 
 from __future__ import annotations
 
-import shlex
 from pathlib import Path
 
 import click
 
-from specscope.cli_common import one_line_errors, spec_from_options, spec_options, warn
+from specscope.cli import Command
+from specscope.cli.options import SpecArgs, given_options, parse_labels, spec_options, warn
 
 
-def _command_line(head: list[str], labels: list[str], options: dict) -> str:
-    """``head`` with ``--labels`` and the options that were given (None: left out)."""
-    args = [*head, "--labels", ",".join(labels)]
-    for flag, value in options.items():
-        if value is None or value == () or value is False:
-            continue
-        if isinstance(value, tuple):
-            for v in value:
-                args += [flag, str(v)]
-        elif value is True:
-            args.append(flag)
-        else:
-            args += [flag, str(value)]
-    return shlex.join(args)
+def _labels(text: str | None, n: int) -> list[str]:
+    if n < 2:
+        raise click.UsageError("give at least two inputs: BASELINE OTHER [MORE...]")
+    names = parse_labels(text, n, "input")
+    if len(set(names)) != len(names):
+        raise click.UsageError("--labels must be distinct")
+    return names
 
 
-@click.command("report")
+def _gap_and_highlight(spec, gap: str | None, highlight: str | None) -> tuple[str, str | None]:
+    """``--gap``/``--highlight``, else the spec's report defaults; the gap checked."""
+    from specscope.analysis.composition import parse_gap
+
+    gap = spec.report.gap if gap is None else gap
+    if gap is None:
+        raise click.UsageError("give --gap: the spec has no anchors to take a default from")
+    parse_gap(gap)
+    return gap, spec.report.highlight if highlight is None else highlight
+
+
+def _views(resolved, gap: str, lead_us: float, highlight: str | None) -> list:
+    """The median-step view of each input (None for a results-database run), with warnings."""
+    from specscope.analysis.composition import median_step_view
+
+    views = []
+    for r in resolved:
+        a = r.analysis
+        views.append(
+            None
+            if a.detached
+            else median_step_view(a, gap, lead_us=lead_us, highlight=highlight or None)
+        )
+    for r in resolved:
+        for note in r.analysis.notes:
+            warn(f"{r.ref}: {note}")
+        if r.analysis.detached:
+            warn(f"{r.ref}: a results-database run; no timeline or composition for it")
+    return views
+
+
+@click.command("report", cls=Command)
 @click.argument("inputs", nargs=-1, required=True, metavar="INPUT...")
 @click.option("--labels", default=None,
               help="Comma-separated labels, one per input (default: Before,After or "
@@ -53,26 +74,10 @@ def _command_line(head: list[str], labels: list[str], options: dict) -> str:
 @click.option("--min-steps", default=20, show_default=True, type=click.IntRange(min=1),
               help="Fewer steps on a side make a metric 'inconclusive'.")  # fmt: skip
 @click.option("--seed", default=0, show_default=True, type=int, help="Bootstrap seed.")
-@one_line_errors
-def report_cmd(
-    inputs: tuple[str, ...],
-    labels: str | None,
-    out: Path,
-    preset: str | None,
-    step_name: str | None,
-    anchors: str | None,
-    domain: str | None,
-    skip: int,
-    count_kernels: tuple[str, ...],
-    pid: int | None,
-    device: int | None,
-    gap: str | None,
-    lead_us: float,
-    highlight: str | None,
-    noise_floor: float,
-    min_steps: int,
-    seed: int,
-) -> None:
+@click.pass_context
+def report_cmd(ctx: click.Context, inputs: tuple[str, ...], labels: str | None, out: Path,
+               spec_args: SpecArgs, gap: str | None, lead_us: float, highlight: str | None,
+               noise_floor: float, min_steps: int, seed: int) -> None:  # fmt: skip
     """Write an HTML/PNG/Markdown report comparing runs into a new folder under --out.
 
     INPUT: an nsys export, a run folder of `specscope profile` (its export and manifest), a
@@ -87,89 +92,27 @@ def report_cmd(
     reports
     """
     from specscope.analysis.compare import compare_runs
-    from specscope.analysis.composition import median_step_view, parse_gap
     from specscope.analysis.inputs import resolve
-    from specscope.analysis.run import AnalyzeOptions
+    from specscope.cli.compare import compare_cmd
     from specscope.reports.report import new_report_dir, write_report
+    from specscope.reports.reproduce import reproduce_commands
 
-    if len(inputs) < 2:
-        raise click.UsageError("give at least two inputs: BASELINE OTHER [MORE...]")
-    if labels is not None:
-        names = [x.strip() for x in labels.split(",")]
-        if len(names) != len(inputs) or not all(names):
-            raise click.UsageError(f"--labels needs {len(inputs)} non-empty names, one per input")
-        if len(set(names)) != len(names):
-            raise click.UsageError("--labels must be distinct")
-    elif len(inputs) == 2:
-        names = ["Before", "After"]
-    else:
-        names = ["Before"] + [f"After {i}" for i in range(1, len(inputs))]
-    spec = spec_from_options(preset, step_name, anchors, domain)
-    defaults = spec.report
-    gap_given, highlight_given = gap, highlight
-    gap = defaults.gap if gap is None else gap
-    if gap is None:
-        raise click.UsageError("give --gap: the spec has no anchors to take a default from")
-    highlight = defaults.highlight if highlight is None else highlight
-    parse_gap(gap)
-    options = AnalyzeOptions(skip, pid, device, tuple(count_kernels))
-
-    resolved = [resolve(ref, spec, options) for ref in inputs]
+    names = _labels(labels, len(inputs))
+    gap, highlight = _gap_and_highlight(spec_args.spec, gap, highlight)
+    resolved = [resolve(ref, spec_args.spec, spec_args.options) for ref in inputs]
     stats = {"noise_floor_pct": noise_floor, "min_steps": min_steps, "seed": seed}
     comparisons = [
         compare_runs([resolved[0].analysis], [r.analysis], labels=(names[0], names[i]), **stats)
         for i, r in enumerate(resolved[1:], 1)
     ]
-    views = [
-        None
-        if r.analysis.detached
-        else median_step_view(r.analysis, gap, lead_us=lead_us, highlight=highlight or None)
-        for r in resolved
-    ]
-    for r in resolved:
-        for note in r.analysis.notes:
-            warn(f"{r.ref}: {note}")
-        if r.analysis.detached:
-            warn(f"{r.ref}: a results-database run; no timeline or composition for it")
-
-    options = {
-        "--preset": preset,
-        "--step": step_name,
-        "--anchors": anchors,
-        "--domain": domain,
-        "--skip": skip or None,
-        "--count-kernels": count_kernels,
-        "--pid": pid,
-        "--device": device,
-        "--gap": gap_given if gap_given != defaults.gap else None,
-        "--lead": lead_us if lead_us != 40.0 else None,
-        "--highlight": highlight_given if highlight_given != defaults.highlight else None,
-        "--noise-floor": noise_floor if noise_floor != 2.0 else None,
-        "--min-steps": min_steps if min_steps != 20 else None,
-        "--seed": seed or None,
-        "--out": str(out),
-    }
-    commands = [_command_line(["specscope", "report", *inputs], names, options)]
-    compare_keys = [*list(options)[:8], "--noise-floor", "--min-steps", "--seed"]
-    compare = _command_line(
-        ["specscope", "compare", *inputs], names, {k: options[k] for k in compare_keys}
-    )
-    commands.append(compare + " --format markdown --metrics all")
-    for r in resolved:
-        if r.manifest and r.manifest.get("command"):
-            cmd = r.manifest["command"]
-            text = shlex.join(cmd) if isinstance(cmd, list) else str(cmd)
-            commands.append(f"# profiled in {r.run_dir}: {text}")
-
+    views = _views(resolved, gap, lead_us, highlight)
+    compare_flags = [o for p in compare_cmd.params for o in p.opts]
+    given = given_options(ctx, skip=("labels",))
+    commands = reproduce_commands(inputs, names, given, compare_flags, resolved)
     out_dir = new_report_dir(out)
-    write_report(
-        out_dir,
-        resolved,
-        names,
-        comparisons,
-        views,
-        gap=gap,
-        highlight=highlight or None,
-        commands=commands,
-    )
+    write_report(out_dir, resolved, names, comparisons, views, gap=gap,
+                 highlight=highlight or None, commands=commands)  # fmt: skip
     click.echo(str(out_dir / "report.html"))
+
+
+COMMANDS = (report_cmd,)

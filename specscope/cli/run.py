@@ -1,8 +1,6 @@
 """``specscope run``: the toy EAGLE/DSA decode loop that specscope profiles, measured.
 
-A thin click command over `specscope.kernels.model.run_loop`. It turns a
-:class:`~specscope.errors.SpecscopeError` into one ``Error:`` line and exit code 2 itself, so it
-behaves the same standalone (``CliRunner``) and on the main group.
+A thin click command over `specscope.kernels.model.run_loop`.
 """
 
 from __future__ import annotations
@@ -11,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from specscope.cli_common import one_line_errors
+from specscope.cli import Command
 from specscope.errors import SpecscopeError
 
 VARIANTS = ("ordinary", "kpool_fused", "draft_alias", "env")
@@ -52,7 +50,7 @@ def _describe(r) -> str:
     return "\n".join(lines)
 
 
-@click.command("run", context_settings={"help_option_names": ["-h", "--help"]})
+@click.command("run", cls=Command, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option(
     "--variant",
     type=click.Choice(VARIANTS),
@@ -141,7 +139,6 @@ def _describe(r) -> str:
     type=int,
     help="Finish a request after this many tokens and admit a new one.",
 )
-@one_line_errors
 def run(
     variant: str,
     bs: int,
@@ -210,5 +207,4 @@ def run(
         click.echo(f"wrote {json_out}")
 
 
-if __name__ == "__main__":  # pragma: no cover
-    run()
+COMMANDS = (run,)
