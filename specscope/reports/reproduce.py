@@ -15,8 +15,6 @@ from __future__ import annotations
 import shlex
 from collections.abc import Iterable, Sequence
 
-from specscope.analysis.inputs import ResolvedInput
-
 
 def command_line(head: Sequence[str], options: Iterable[tuple[str, object]]) -> str:
     """``head`` followed by ``options``: a tuple value repeats its flag, True is the bare flag,
@@ -40,11 +38,14 @@ def reproduce_commands(
     labels: Sequence[str],
     given: Sequence[tuple[str, object]],
     compare_flags: Iterable[str],
-    resolved: Sequence[ResolvedInput],
+    resolved: Sequence,
 ) -> list[str]:
-    """The module doc's commands: ``given`` report options; ``compare_flags`` the flags
-    ``specscope compare`` accepts too."""
+    """The module doc's commands: ``given`` report options (``--out`` is moved last, to read
+    like the commands of earlier versions); ``compare_flags`` the flags ``specscope compare``
+    accepts too; ``resolved`` the inputs' :class:`~specscope.analysis.inputs.ResolvedInput`
+    (their ``run_dir`` and ``manifest``)."""
     head = ["--labels", ",".join(labels)]
+    given = sorted(given, key=lambda option: option[0] == "--out")  # stable
     shared = set(compare_flags)
     commands = [
         command_line(["specscope", "report", *inputs, *head], given),
