@@ -17,7 +17,16 @@ import math
 import click
 
 from specscope.cli import Command
-from specscope.cli.options import SpecArgs, format_option, parse_labels, spec_options, warn
+from specscope.cli.options import (
+    SpecArgs,
+    format_option,
+    min_steps_option,
+    noise_floor_option,
+    parse_labels,
+    seed_option,
+    spec_options,
+    warn,
+)
 
 
 def _signed(x: float) -> str:
@@ -143,10 +152,8 @@ def _print_tables(comparisons) -> None:
 @click.option("--metrics", "metric_list", default=None,
               help="Markdown rows, comma-separated metric names, or 'all' (default: the PR "
                    "table: gaps, GPU idle, copy kernels, eager memcpys).")  # fmt: skip
-@click.option("--noise-floor", default=2.0, show_default=True, type=click.FloatRange(min=0),
-              help="Relative change (%) below which a metric is 'no change'.")  # fmt: skip
-@click.option("--min-steps", default=20, show_default=True, type=click.IntRange(min=1),
-              help="Fewer steps on a side make a metric 'inconclusive'.")  # fmt: skip
+@noise_floor_option
+@min_steps_option
 @click.option(
     "--confidence",
     default=0.95,
@@ -156,7 +163,7 @@ def _print_tables(comparisons) -> None:
 )
 @click.option("--bootstrap", "n_boot", default=2000, show_default=True,
               type=click.IntRange(min=100), help="Bootstrap resamples.")  # fmt: skip
-@click.option("--seed", default=0, show_default=True, type=int, help="Bootstrap seed.")
+@seed_option
 def compare_cmd(inputs: tuple[str, ...], before_refs: tuple[str, ...],
                 after_refs: tuple[str, ...], labels: str | None, spec_args: SpecArgs, fmt: str,
                 metric_list: str | None, noise_floor: float, min_steps: int, confidence: float,

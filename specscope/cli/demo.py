@@ -7,13 +7,11 @@ from pathlib import Path
 import click
 
 from specscope.cli import Command
-from specscope.cli.options import say, warn
+from specscope.cli.options import report_out_option, say, warn
 
 
 @click.command("demo", cls=Command, context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--out", "out", type=click.Path(path_type=Path), default=Path("specscope-reports"),
-              show_default=True,
-              help="Folder that gets a new <time>-report subfolder (never reused).")  # fmt: skip
+@report_out_option
 @click.option("--examples", type=click.Path(path_type=Path), default=None,
               help="Folder of the example data (default: the repository's examples/).")  # fmt: skip
 def demo_cmd(out: Path, examples: Path | None) -> None:

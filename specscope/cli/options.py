@@ -19,6 +19,7 @@ import functools
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
@@ -62,6 +63,21 @@ def emit(frame: pd.DataFrame, fmt: str) -> None:
     else:
         click.echo(table_text(frame))
 
+
+# the statistics options of compare and report
+noise_floor_option = click.option(
+    "--noise-floor", default=2.0, show_default=True, type=click.FloatRange(min=0),
+    help="Relative change (%) below which a metric is 'no change'.")  # fmt: skip
+min_steps_option = click.option(
+    "--min-steps", default=20, show_default=True, type=click.IntRange(min=1),
+    help="Fewer steps on a side make a metric 'inconclusive'.")  # fmt: skip
+seed_option = click.option("--seed", default=0, show_default=True, type=int,
+                           help="Bootstrap seed.")  # fmt: skip
+# the folder of report and demo
+report_out_option = click.option(
+    "--out", "out", type=click.Path(path_type=Path), default=Path("specscope-reports"),
+    show_default=True,
+    help="Folder that gets a new <time>-report subfolder (never reused).")  # fmt: skip
 
 SPEC_OPTIONS = [
     click.option("--preset", default=None, help="Step spec preset (default: eagle)."),

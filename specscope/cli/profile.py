@@ -25,62 +25,30 @@ def _echoer():
 
 @click.command(cls=Command, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--label", default=None, help="Name of the run (default: the program's name).")
-@click.option(
-    "--out",
-    "out",
-    type=click.Path(path_type=Path),
-    default=Path("runs"),
-    show_default=True,
-    help="Folder that receives the run folder <time>-<label>/.",
-)
-@click.option(
-    "--nsys",
-    "nsys_path",
-    default=None,
-    metavar="PATH",
-    help="nsys to use (default: $SPECSCOPE_NSYS, PATH, the usual install folders).",
-)
-@click.option(
-    "--trace",
-    default="cuda,nvtx",
-    show_default=True,
-    help="nsys -t value; cuda is dropped on a machine without a GPU.",
-)
-@click.option(
-    "--graph-trace",
-    type=click.Choice(GRAPH_TRACE_MODES),
-    default="graph",
-    show_default=True,
-    help="--cuda-graph-trace mode: graph for gaps and idle; node only to see graph internals.",
-)
-@click.option(
-    "--trace-fork-before-exec",
-    "fork_before_exec",
-    type=bool,
-    default=True,
-    show_default=True,
-    help="Also record the processes COMMAND starts (a server's TP ranks), into one export.",
-)
-@click.option(
-    "--capture-range",
-    type=click.Choice(CAPTURE_RANGES),
-    default="cudaProfilerApi",
-    show_default=True,
-    help="Record only between cudaProfilerStart/Stop, or all.",
-)
-@click.option(
-    "--analyze",
-    "preset",
-    default=None,
-    metavar="PRESET",
-    help="Analyse the export with this step preset (e.g. eagle) and store the results.",
-)
-@click.option(
-    "--db",
-    type=click.Path(path_type=Path),
-    default=None,
-    help="Results database for --analyze (default: RUN/results.sqlite).",
-)
+@click.option("--out", "out", type=click.Path(path_type=Path), default=Path("runs"),
+              show_default=True,
+              help="Folder that receives the run folder <time>-<label>/.")  # fmt: skip
+@click.option("--nsys", "nsys_path", default=None, metavar="PATH",
+              help="nsys to use (default: $SPECSCOPE_NSYS, PATH, the usual install "
+              "folders).")  # fmt: skip
+@click.option("--trace", default="cuda,nvtx", show_default=True,
+              help="nsys -t value; cuda is dropped on a machine without a GPU.")  # fmt: skip
+@click.option("--graph-trace", type=click.Choice(GRAPH_TRACE_MODES), default="graph",
+              show_default=True,
+              help="--cuda-graph-trace mode: graph for gaps and idle; node only to see graph "
+              "internals.")  # fmt: skip
+@click.option("--trace-fork-before-exec", "fork_before_exec", type=bool, default=True,
+              show_default=True,
+              help="Also record the processes COMMAND starts (a server's TP ranks), into one "
+              "export.")  # fmt: skip
+@click.option("--capture-range", type=click.Choice(CAPTURE_RANGES),
+              default="cudaProfilerApi", show_default=True,
+              help="Record only between cudaProfilerStart/Stop, or all.")  # fmt: skip
+@click.option("--analyze", "preset", default=None, metavar="PRESET",
+              help="Analyse the export with this step preset (e.g. eagle) and store "
+              "the results.")  # fmt: skip
+@click.option("--db", type=click.Path(path_type=Path), default=None,
+              help="Results database for --analyze (default: RUN/results.sqlite).")  # fmt: skip
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def profile(
     label: str | None,

@@ -8,7 +8,17 @@ from pathlib import Path
 import click
 
 from specscope.cli import Command
-from specscope.cli.options import SpecArgs, given_options, parse_labels, spec_options, warn
+from specscope.cli.options import (
+    SpecArgs,
+    given_options,
+    min_steps_option,
+    noise_floor_option,
+    parse_labels,
+    report_out_option,
+    seed_option,
+    spec_options,
+    warn,
+)
 
 
 def _labels(text: str | None, n: int) -> list[str]:
@@ -56,9 +66,7 @@ def _views(resolved, gap: str, lead_us: float, highlight: str | None) -> list:
 @click.option("--labels", default=None,
               help="Comma-separated labels, one per input (default: Before,After or "
                    "Before,After 1,...).")  # fmt: skip
-@click.option("--out", "out", type=click.Path(path_type=Path), default=Path("specscope-reports"),
-              show_default=True,
-              help="Folder that gets a new <time>-report subfolder (never reused).")  # fmt: skip
+@report_out_option
 @spec_options
 @click.option("--gap", default=None,
               help="Gap metric that picks the median steps and aligns the timeline (default: "
@@ -69,11 +77,9 @@ def _views(resolved, gap: str, lead_us: float, highlight: str | None) -> list:
 @click.option("--highlight", default=None,
               help="Regex of kernel names to mark on the timeline ('' for none; default: the "
                    "spec's [report] highlight, else its counted kernels).")  # fmt: skip
-@click.option("--noise-floor", default=2.0, show_default=True, type=click.FloatRange(min=0),
-              help="Relative change (%) below which a metric is 'no change'.")  # fmt: skip
-@click.option("--min-steps", default=20, show_default=True, type=click.IntRange(min=1),
-              help="Fewer steps on a side make a metric 'inconclusive'.")  # fmt: skip
-@click.option("--seed", default=0, show_default=True, type=int, help="Bootstrap seed.")
+@noise_floor_option
+@min_steps_option
+@seed_option
 @click.pass_context
 def report_cmd(ctx: click.Context, inputs: tuple[str, ...], labels: str | None, out: Path,
                spec_args: SpecArgs, gap: str | None, lead_us: float, highlight: str | None,
