@@ -21,7 +21,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-RUN = [sys.executable, "-c", "from specscope.cli_run import run; run()"]
+RUN = [sys.executable, "-c", "from specscope.cli.run import run; run()"]
 
 
 def one_run(args: list[str], nvtx: str) -> dict:

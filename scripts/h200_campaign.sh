@@ -44,7 +44,7 @@ print("triton", triton.__version__, "nvtx", m.version("nvtx"))'
 } >"$dir/environment.txt" 2>&1
 cat "$dir/environment.txt"
 t0=$(date +%s)
-timeout -k 15 $((budget + 90)) python3 -m specscope.cli_campaign "$MATRIX" \
+timeout -k 15 $((budget + 90)) python3 -m specscope campaign "$MATRIX" \
   --out "$dir" --stage record --budget-s "$budget" --nsys "$NSYS" "$@" 2>&1 | tee -a "$dir/record.log"
 echo "recorded in $(($(date +%s) - t0)) s" | tee -a "$dir/record.log"
 if [[ -n $pack ]]; then

@@ -16,5 +16,5 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 py=${PYTHON:-python3}
 export PYTHONPATH="$here${PYTHONPATH:+:$PYTHONPATH}"
 exec "$py" -c 'import sys
-from specscope.cli_profile import profile
+from specscope.cli.profile import profile
 profile(prog_name="nsys_profile.sh")' --label "$label" "$@"

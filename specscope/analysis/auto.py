@@ -114,12 +114,12 @@ class ExportAnalysis:
     def to_json(self, per_step: bool = True) -> dict:
         """The shape of ``analyze`` over several exports: ``exports`` (one entry per process and
         device, with ``pid``, ``device``, ``rank``), ``skipped`` and ``ranks`` (None or
-        :func:`~specscope.analysis.ranks.view_json`)."""
+        :func:`~specscope.analysis.ranks.to_json`)."""
         view = self.cross_rank
         return {
             "exports": [p.to_json(per_step) for p in self.processes],
             "skipped": [{"process": k, "reason": v} for k, v in self.skipped.items()],
-            "ranks": None if view is None else ranks.view_json(view, self.labels),
+            "ranks": ranks.to_json(view, self.labels),
         }
 
 

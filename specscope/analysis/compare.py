@@ -332,6 +332,81 @@ class Comparison:
     checks: list[Check]
     kernels: pd.DataFrame | None  # None when a side has no operations (results-DB runs)
 
+    @property
+    def inconclusive(self) -> int:
+        """How many metrics are :attr:`Verdict.INCONCLUSIVE` (too few steps on a side)."""
+        return int((self.metrics["verdict"] == Verdict.INCONCLUSIVE).sum())
+
+    def to_json(self) -> dict:
+        """The documented JSON shape of one comparison of ``specscope compare --format json``:
+        labels, each side's runs (provenance), the comparability checks, one object per metric
+        (every column of :attr:`metrics`) and the per-kernel rows (None without operations).
+        NaN and infinities are null; enums are their values."""
+        metrics = {
+            metric: {col: _plain(row[col]) for col in self.metrics.columns}
+            for metric, row in self.metrics.iterrows()
+        }
+        kernels = None
+        if self.kernels is not None:
+            kernels = [
+                {"name": name, **{col: _plain(row[col]) for col in self.kernels.columns}}
+                for name, row in self.kernels.iterrows()
+            ]
+        return {
+            "labels": list(self.labels),
+            "before": [_run_json(r) for r in self.before],
+            "after": [_run_json(r) for r in self.after],
+            "checks": [
+                {"name": k.name, "level": k.level.value, "message": k.message} for k in self.checks
+            ],
+            "metrics": metrics,
+            "kernels": kernels,
+        }
+
+
+def _plain(x):
+    """``x`` as a JSON value: numpy scalars as Python ones, NaN/inf as None, enums by value."""
+    if isinstance(x, float) and math.isnan(x):
+        return None
+    if hasattr(x, "item"):
+        x = x.item()
+    if isinstance(x, float) and math.isinf(x):
+        return None
+    return x.value if hasattr(x, "value") else x
+
+
+def _run_json(r: Analysis) -> dict:
+    """One run of a side, as ``specscope compare --format json`` lists it."""
+    return {
+        "source": r.source,
+        "steps": r.n_steps,
+        "gpu": r.gpu,
+        "nsys_version": r.nsys_version,
+        "capture_mode": r.capture_mode,
+        "commit": r.commit,
+        "batch_size": r.batch_size,
+        "notes": r.notes,
+    }
+
+
+def warnings(comparisons: Sequence[Comparison]) -> list[str]:
+    """The comparability warnings (:attr:`Level.WARNING` checks) of ``comparisons``, each
+    message once, in order."""
+    seen: list[str] = []
+    for c in comparisons:
+        for check in c.checks:
+            if check.level is Level.WARNING and check.message not in seen:
+                seen.append(check.message)
+    return seen
+
+
+def side_labels(n: int) -> list[str]:
+    """The default labels of ``n`` sides: ``Before, After`` for two, else ``Before, After 1,
+    After 2, ...`` (every later side is compared against the first)."""
+    if n == 2:
+        return ["Before", "After"]
+    return ["Before"] + [f"After {i}" for i in range(1, n)]
+
 
 def compare_runs(
     before: Sequence[Analysis],

@@ -122,9 +122,13 @@ def spread_summary(view: pd.DataFrame) -> pd.DataFrame:
     ).set_index("metric")
 
 
-def view_json(view: pd.DataFrame, labels: list[str]) -> dict:
-    """The cross-rank view as ``analyze --format json`` writes it under ``ranks``: ``labels``,
-    ``steps`` (in common), ``stragglers``, ``spread`` and ``per_step`` (records)."""
+def to_json(view: pd.DataFrame | None, labels: list[str]) -> dict | None:
+    """The ``ranks`` object of ``specscope analyze --format json`` with several exports: the
+    rank labels, the number of steps in common, :func:`straggler_table` and
+    :func:`spread_summary` as records, and the per-step ``view`` (NaN -> null); None without a
+    view (fewer than two analysed exports)."""
+    if view is None:
+        return None
     return {
         "labels": list(labels),
         "steps": len(view),

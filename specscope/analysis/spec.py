@@ -187,6 +187,25 @@ def load_preset(name: str) -> StepSpec:
     return _preset(name)[0]
 
 
+def spec_from_cli(
+    preset: str | None, step: str | None, anchors: str | None, domain: str | None
+) -> StepSpec:
+    """The spec of the command line's ``--preset/--step/--anchors/--domain``: the preset
+    (:data:`DEFAULT_PRESET` when neither it nor ``step`` is given) or a spec of ``step``;
+    ``anchors`` (comma-separated) replace its anchors (launch anchors without ``step`` make a
+    step one cycle of them); ``domain`` replaces its domain (``""``: any domain)."""
+    if preset and step:
+        raise SpecError("give either --preset or --step (with --anchors), not both")
+    spec = load_preset(preset or DEFAULT_PRESET) if step is None else StepSpec(step=step)
+    if anchors is not None:
+        spec = spec.with_overrides(anchors=tuple(a.strip() for a in anchors.split(",") if a))
+        if step is None and any(spec.anchor_markers):  # graph/kernel anchors: cycles
+            spec = spec.with_overrides(step=CYCLE)
+    if domain is not None:
+        spec = StepSpec(spec.step, spec.anchors, domain or None, spec.count_kernels)
+    return spec
+
+
 _REPORT_KEYS = {"gap": str, "rows": list, "highlight": str, "names": dict}
 
 

@@ -31,8 +31,7 @@ from specscope.reports.style import (  # noqa: E402
     WIDTH_IN,
     rc,
 )
-
-_UNIT_LABEL = {"us": "µs", "count": "count per step", "%": "%", "B": "bytes per step"}
+from specscope.reports.text import unit_text  # noqa: E402
 
 
 def plotted_metrics(frames: Sequence[pd.DataFrame]) -> list[str]:
@@ -45,7 +44,7 @@ def plotted_metrics(frames: Sequence[pd.DataFrame]) -> list[str]:
 
 
 def _unit(metric: str) -> str:
-    return _UNIT_LABEL.get(unit(metric), unit(metric))
+    return unit_text(unit(metric)).axis
 
 
 def _colour(i: int) -> str:

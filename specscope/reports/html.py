@@ -16,15 +16,7 @@ import jinja2
 
 from specscope.analysis.compare import Comparison
 from specscope.reports.markdown import default_rows, display_name, format_change, format_value
-
-_UNITS = {"us": "µs", "count": "count", "%": "%", "B": "B"}
-
-
-def _signed(x: float, digits: int = 1) -> str:
-    if x is None or math.isnan(x):
-        return "n/a"
-    text = f"{round(x, digits) + 0.0:+.{digits}f}"
-    return "\u2212" + text[1:] if text.startswith("-") else text
+from specscope.reports.text import signed, unit_text
 
 
 def _side(p50: float, p10: float, p90: float, n: float, unit: str) -> str:
@@ -48,9 +40,7 @@ def comparison_rows(c: Comparison) -> list[dict]:
         before = r["before_p50"] if r["before_n"] else math.nan
         after = r["after_p50"] if r["after_n"] else math.nan
         ci = (
-            "n/a"
-            if math.isnan(r["ci_low"])
-            else f"[{_signed(r['ci_low'])}, {_signed(r['ci_high'])}]"
+            "n/a" if math.isnan(r["ci_low"]) else f"[{signed(r['ci_low'])}, {signed(r['ci_high'])}]"
         )
         rel = r["rel_change_pct"]
         rows.append(
@@ -58,14 +48,14 @@ def comparison_rows(c: Comparison) -> list[dict]:
                 "metric": metric,
                 "name": display_name(metric),
                 "pr": metric in pr_rows,
-                "unit": _UNITS.get(u, u),
+                "unit": unit_text(u).name,
                 "before": _side(
                     r["before_p50"], r["before_p10"], r["before_p90"], r["before_n"], u
                 ),
                 "before_n": int(r["before_n"]),
                 "after": _side(r["after_p50"], r["after_p10"], r["after_p90"], r["after_n"], u),
                 "after_n": int(r["after_n"]),
-                "change": _signed(r["abs_change"]),
+                "change": signed(r["abs_change"]),
                 "rel": format_change(rel, before, after),
                 "rel_sort": "" if math.isnan(rel) else f"{rel:.6g}",
                 "ci": ci,
@@ -90,7 +80,7 @@ def kernel_diff_rows(c: Comparison, limit: int = 40) -> list[dict]:
                 "after": f"{r['after_per_step']:.2f}",
                 "before_us": f"{r['before_us_per_step']:.1f}",
                 "after_us": f"{r['after_us_per_step']:.1f}",
-                "delta_us": _signed(r["delta_us_per_step"]),
+                "delta_us": signed(r["delta_us_per_step"]),
                 "change": r["change"].value,
             }
         )

@@ -29,12 +29,11 @@ from specscope.analysis.spec import (
     report_defaults,
     spec_from_dict,
 )
+from specscope.reports.text import unit_text, with_minus
 
 # The rows of the table users paste into PRs for the default preset (kept for callers; a
 # comparison's own default rows are its spec's: :func:`default_rows`).
 DEFAULT_ROWS = load_preset(DEFAULT_PRESET).report.rows
-_UNITS = {"us": "µs", "%": "%", "B": "B", "count": ""}
-MINUS = "\u2212"
 
 
 def display_name(metric: str) -> str:
@@ -50,10 +49,6 @@ def default_rows(comparisons: Sequence[Comparison]) -> tuple[str, ...]:
     return report_defaults(spec_from_dict(runs[0].spec) if runs else None).rows
 
 
-def _signed(text: str) -> str:
-    return MINUS + text[1:] if text.startswith("-") else text
-
-
 def format_value(value: float, unit: str) -> str:
     """``884 µs``, ``60.0 µs`` (one decimal below 100), ``4``, ``42.4 %``, ``n/a`` for NaN."""
     if value is None or math.isnan(value):
@@ -64,8 +59,8 @@ def format_value(value: float, unit: str) -> str:
         text = f"{value:.1f}"
     else:
         text = f"{value:.0f}" if float(value).is_integer() else f"{value:.1f}"
-    suffix = _UNITS.get(unit, unit)
-    return _signed(text) + (f" {suffix}" if suffix else "")
+    suffix = unit_text(unit).suffix
+    return with_minus(text) + (f" {suffix}" if suffix else "")
 
 
 def format_change(rel_pct: float, before: float, after: float) -> str:
@@ -76,7 +71,7 @@ def format_change(rel_pct: float, before: float, after: float) -> str:
         return "new" if before == 0 else "n/a"
     if round(rel_pct, 1) == 0:
         return "0.0 %"
-    return _signed(f"{rel_pct:+.1f}") + " %"
+    return with_minus(f"{rel_pct:+.1f}") + " %"
 
 
 def _rows(comparisons: Sequence[Comparison], metrics: Sequence[str] | None) -> list[str]:

@@ -25,7 +25,7 @@ from specscope.analysis.thresholds import (
     parse_rules,
     pooled_summary,
 )
-from specscope.cli_compare import check_cmd
+from specscope.cli.check import check_cmd
 
 
 def summary(**columns) -> pd.DataFrame:

@@ -32,7 +32,7 @@ from specscope.analysis.metrics import StepMetrics
 from specscope.analysis.run import Analysis, AnalyzeOptions
 from specscope.analysis.spec import load_preset
 from specscope.analysis.store import append_run
-from specscope.cli_compare import compare_cmd
+from specscope.cli.compare import compare_cmd
 from specscope.errors import SpecscopeError
 from specscope.profiler.manifest import batch_and_commit, read_manifest
 

@@ -19,7 +19,7 @@ from specscope.campaign.matrix import MatrixError, load_campaign, parse_campaign
 from specscope.campaign.reports import write_campaign_reports
 from specscope.campaign.results import analyze_folder
 from specscope.campaign.tables import inflation, metric_rows, overhead, overview, targets
-from specscope.cli_campaign import campaign_cmd
+from specscope.cli.campaign import campaign_cmd
 from specscope.errors import SpecscopeError
 
 TINY = """

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from testdata import ROOT
 
 from specscope.campaign import demo
-from specscope.cli_campaign import demo_cmd
+from specscope.cli.demo import demo_cmd
 
 EXAMPLES = ROOT / "examples"
 

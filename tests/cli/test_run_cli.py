@@ -10,7 +10,7 @@ from click.testing import CliRunner
 pytest.importorskip("torch")
 pytest.importorskip("triton")
 
-from specscope.cli_run import JSON_FIELDS, run  # noqa: E402
+from specscope.cli.run import JSON_FIELDS, run  # noqa: E402
 
 TINY = [
     "--device", "cpu", "--variant", "ordinary", "--bs", "1", "--steps", "2", "--warmup", "1",

@@ -19,7 +19,8 @@ from click.testing import CliRunner
 from testdata import ROOT
 
 from specscope.analysis.loader import load
-from specscope.cli_profile import doctor, profile
+from specscope.cli.doctor import doctor
+from specscope.cli.profile import profile
 from specscope.profiler import compat, discover
 from specscope.profiler.errors import ProfilerError
 

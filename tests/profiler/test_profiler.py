@@ -17,7 +17,8 @@ import pytest
 from click.testing import CliRunner
 from testdata import DATA
 
-from specscope.cli_profile import doctor, profile
+from specscope.cli.doctor import doctor
+from specscope.cli.profile import profile
 from specscope.profiler import compat, discover
 from specscope.profiler.errors import (
     NsysNotFound,

@@ -12,7 +12,7 @@ from specscope.analysis.compare import compare_runs
 from specscope.analysis.metrics import StepMetrics
 from specscope.analysis.run import Analysis
 from specscope.analysis.spec import load_preset
-from specscope.cli_compare import compare_cmd
+from specscope.cli.compare import compare_cmd
 from specscope.reports.markdown import (
     DEFAULT_ROWS,
     display_name,

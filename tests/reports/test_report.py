@@ -29,7 +29,7 @@ from specscope.analysis.inputs import resolve
 from specscope.analysis.run import AnalyzeOptions, analyze
 from specscope.analysis.spec import load_preset
 from specscope.analysis.store import append_run
-from specscope.cli_report import report_cmd
+from specscope.cli.report import report_cmd
 from specscope.errors import SpecError
 from specscope.reports.markdown import render
 from specscope.reports.report import FILES

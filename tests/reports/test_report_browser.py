@@ -16,7 +16,7 @@ import pytest
 from click.testing import CliRunner
 from testdata import DATA, ROOT
 
-from specscope.cli_report import report_cmd
+from specscope.cli.report import report_cmd
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 

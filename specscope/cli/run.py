@@ -1,8 +1,6 @@
 """``specscope run``: the toy EAGLE/DSA decode loop that specscope profiles, measured.
 
-A thin click command over `specscope.kernels.model.run_loop`. It turns a
-:class:`~specscope.errors.SpecscopeError` into one ``Error:`` line and exit code 2 itself, so it
-behaves the same standalone (``CliRunner``) and on the main group.
+A thin click command over `specscope.kernels.model.run_loop`.
 """
 
 from __future__ import annotations
@@ -11,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from specscope.cli_common import one_line_errors
+from specscope.cli import Command
 from specscope.errors import SpecscopeError
 
 VARIANTS = ("ordinary", "kpool_fused", "draft_alias", "env")
@@ -52,80 +50,40 @@ def _describe(r) -> str:
     return "\n".join(lines)
 
 
-@click.command("run", context_settings={"help_option_names": ["-h", "--help"]})
-@click.option(
-    "--variant",
-    type=click.Choice(VARIANTS),
-    default="env",
-    show_default=True,
-    help="ordinary (fusion off, sibling copies), kpool_fused (fusion on, sibling "
-    "copies), draft_alias (fusion on, aliasing), env (from the SPECSCOPE_DSA_* "
-    "flags).",
-)
+@click.command("run", cls=Command, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--variant", type=click.Choice(VARIANTS), default="env",
+              show_default=True,
+              help="ordinary (fusion off, sibling copies), kpool_fused (fusion on, sibling "
+              "copies), draft_alias (fusion on, aliasing), env (from the "
+              "SPECSCOPE_DSA_* flags).")  # fmt: skip
 @click.option("--bs", default=1, show_default=True, type=int, help="Requests per batch.")
 @click.option("--steps", default=50, show_default=True, type=int, help="Measured decode steps.")
 @click.option("--warmup", default=10, show_default=True, type=int, help="Warm-up steps.")
-@click.option(
-    "--context",
-    default=8192,
-    show_default=True,
-    type=int,
-    help="Prompt length (requests vary it down by up to 1/8, at most 96).",
-)
-@click.option(
-    "--index-kpool",
-    default=4,
-    show_default=True,
-    type=int,
-    help="Tokens pooled into one index key (1, 2, 4 or 8).",
-)
-@click.option(
-    "--device",
-    type=click.Choice(["cuda", "cpu"]),
-    default=None,
-    help="Default: cuda when available, else cpu.",
-)
-@click.option(
-    "--graphs/--no-graphs",
-    default=None,
-    help="CUDA graphs (default: on with --device cuda; the CPU runs eager only).",
-)
-@click.option(
-    "--json",
-    "json_out",
-    type=click.Path(path_type=Path),
-    default=None,
-    help="Also write the results as JSON to this file.",
-)
-@click.option(
-    "--nvtx",
-    type=click.Choice(["on", "off"]),
-    default="on",
-    show_default=True,
-    help="NVTX ranges (domain specscope); a no-op when the nvtx package is missing.",
-)
-@click.option(
-    "--accept-mode",
-    type=click.Choice(["sim", "real"]),
-    default="sim",
-    show_default=True,
-    help="sim: accept lengths drawn from the seed with mean --accept-len; real: "
-    "draft vs target argmax.",
-)
-@click.option(
-    "--accept-len",
-    default=5.0,
-    show_default=True,
-    type=float,
-    help="Mean accept length in sim mode (tokens per request per step, 1..T).",
-)
-@click.option(
-    "--spec-steps",
-    default=5,
-    show_default=True,
-    type=int,
-    help="speculative_num_steps N: N - 1 draft forwards, T = N + 1 verify rows.",
-)
+@click.option("--context", default=8192, show_default=True, type=int,
+              help="Prompt length (requests vary it down by up to 1/8, at most 96).")  # fmt: skip
+@click.option("--index-kpool", default=4, show_default=True, type=int,
+              help="Tokens pooled into one index key (1, 2, 4 or 8).")  # fmt: skip
+@click.option("--device", type=click.Choice(["cuda", "cpu"]), default=None,
+              help="Default: cuda when available, else cpu.")  # fmt: skip
+@click.option("--graphs/--no-graphs", default=None,
+              help="CUDA graphs (default: on with --device cuda; the CPU runs eager "
+              "only).")  # fmt: skip
+@click.option("--json", "json_out", type=click.Path(path_type=Path), default=None,
+              help="Also write the results as JSON to this file.")  # fmt: skip
+@click.option("--nvtx", type=click.Choice(["on", "off"]), default="on",
+              show_default=True,
+              help="NVTX ranges (domain specscope); a no-op when the nvtx package is "
+              "missing.")  # fmt: skip
+@click.option("--accept-mode", type=click.Choice(["sim", "real"]), default="sim",
+              show_default=True,
+              help="sim: accept lengths drawn from the seed with mean --accept-len; real: draft "
+              "vs target argmax.")  # fmt: skip
+@click.option("--accept-len", default=5.0, show_default=True, type=float,
+              help="Mean accept length in sim mode (tokens per request per step, "
+              "1..T).")  # fmt: skip
+@click.option("--spec-steps", default=5, show_default=True, type=int,
+              help="speculative_num_steps N: N - 1 draft forwards, T = N + 1 verify "
+              "rows.")  # fmt: skip
 @click.option("--seed", default=0, show_default=True, type=int,
               help="Seed of the weights, prompts and simulated acceptance.")  # fmt: skip
 @click.option("--hidden", default=1024, show_default=True, type=int, help="Model width.")
@@ -135,13 +93,8 @@ def _describe(r) -> str:
 @click.option("--page-size", default=64, show_default=True, type=int, help="KV page size P.")
 @click.option("--index-topk", default=2048, show_default=True, type=int,
               help="Keys each query attends to (K).")  # fmt: skip
-@click.option(
-    "--max-new-tokens",
-    default=None,
-    type=int,
-    help="Finish a request after this many tokens and admit a new one.",
-)
-@one_line_errors
+@click.option("--max-new-tokens", default=None, type=int,
+              help="Finish a request after this many tokens and admit a new one.")  # fmt: skip
 def run(
     variant: str,
     bs: int,
@@ -210,5 +163,4 @@ def run(
         click.echo(f"wrote {json_out}")
 
 
-if __name__ == "__main__":  # pragma: no cover
-    run()
+COMMANDS = (run,)

@@ -1,9 +1,4 @@
-"""``specscope campaign`` and ``specscope demo``: parse flags, call specscope.campaign, print.
-
-Both are plain click commands (registered on the main group in :mod:`specscope.cli`); they turn
-expected failures into one ``Error:`` line with exit code 2 themselves, so they also work
-standalone.
-"""
+"""``specscope campaign``: parse flags, call :mod:`specscope.campaign`, print."""
 
 from __future__ import annotations
 
@@ -11,16 +6,13 @@ from pathlib import Path
 
 import click
 
-from specscope.cli_common import one_line_errors
+from specscope.cli import Command
+from specscope.cli.options import say
 
 STAGES = ("all", "record", "analyze")
 
 
-def _say(message: str) -> None:
-    click.echo(message, err=True)
-
-
-@click.command("campaign", context_settings={"help_option_names": ["-h", "--help"]})
+@click.command("campaign", cls=Command, context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("matrix", type=click.Path(path_type=Path))
 @click.option("--out", "out", type=click.Path(path_type=Path), required=True,
               help="Campaign folder: exports, results database, reports, overview.")  # fmt: skip
@@ -36,7 +28,6 @@ def _say(message: str) -> None:
               help="Time limit of one unprofiled run.")  # fmt: skip
 @click.option("--nsys", "nsys_path", default=None, metavar="PATH", help="nsys to record with.")
 @click.option("--dry-run", is_flag=True, help="Print the plan (run ids and commands) and stop.")
-@one_line_errors
 def campaign_cmd(
     matrix: Path,
     out: Path,
@@ -71,50 +62,22 @@ def campaign_cmd(
         from specscope.campaign.record import record
 
         entries = record(
-            c, runs, out, budget_s=budget_s, nsys=nsys_path, timeout_s=timeout_s, say=_say
+            c, runs, out, budget_s=budget_s, nsys=nsys_path, timeout_s=timeout_s, say=say
         )
         counts: dict[str, int] = {}
         for e in entries:
             counts[e["status"]] = counts.get(e["status"], 0) + 1
-        _say(f"recorded into {out}: " + (", ".join(f"{n} {s}" for s, n in counts.items()) or "-"))
+        say(f"recorded into {out}: " + (", ".join(f"{n} {s}" for s, n in counts.items()) or "-"))
     if stage in ("all", "analyze"):
         from specscope.campaign.reports import write_campaign_reports
         from specscope.campaign.results import analyze_folder
 
-        results = analyze_folder(c, out, say=_say)
-        written = write_campaign_reports(results, say=_say)
+        results = analyze_folder(c, out, say=say)
+        written = write_campaign_reports(results, say=say)
         click.echo(written.overview_md.read_text())
         click.echo(f"results database {written.db}")
         for path in written.reports:
             click.echo(f"report {path}")
 
 
-@click.command("demo", context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--out", "out", type=click.Path(path_type=Path), default=Path("specscope-reports"),
-              show_default=True,
-              help="Folder that gets a new <time>-report subfolder (never reused).")  # fmt: skip
-@click.option("--examples", type=click.Path(path_type=Path), default=None,
-              help="Folder of the example data (default: the repository's examples/).")  # fmt: skip
-@one_line_errors
-def demo_cmd(out: Path, examples: Path | None) -> None:
-    """Analyse, compare and report the bundled H200 example exports (no GPU, no nsys needed).
-
-    The examples are the bs 1 cell of campaigns/eagle.toml recorded on an H200 in node mode:
-    ordinary, kpool_fused and draft_alias, 30 steps each (first dropped). Prints the comparison
-    table and the path of report.html.
-
-    Example: specscope demo --out reports
-    """
-    from specscope.campaign.demo import run_demo
-    from specscope.reports.markdown import render
-
-    result = run_demo(out, examples)
-    if result.fallback:
-        _say("warning: examples/ holds no exports; using the test fixtures under tests/data/")
-    _say("inputs: " + ", ".join(str(p) for p in result.sources))
-    click.echo(render(result.comparisons))
-    click.echo(str(result.report_html))
-
-
-if __name__ == "__main__":  # pragma: no cover - `python -m specscope.cli_campaign` on GPU hosts
-    campaign_cmd()
+COMMANDS = (campaign_cmd,)

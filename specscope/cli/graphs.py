@@ -7,15 +7,14 @@ from pathlib import Path
 
 import click
 
-from specscope.cli_common import one_line_errors
+from specscope.cli import Command
+from specscope.cli.options import format_option, table_text
 from specscope.errors import TraceError
 
 
-@click.command("graphs")
+@click.command("graphs", cls=Command)
 @click.argument("trace", type=click.Path(path_type=Path))
-@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table",
-              show_default=True)  # fmt: skip
-@one_line_errors
+@format_option("table", "json")
 def graphs_cmd(trace: Path, fmt: str) -> None:
     """Per process and thread: every CUDA graph launched (id, launches, GPU us per launch,
     kernels per launch in node mode, creation time), the repeating launch cycles, the graph
@@ -50,7 +49,7 @@ def graphs_cmd(trace: Path, fmt: str) -> None:
         click.echo(f"\npid {g.pid} tid {g.tid}: {len(g.graphs)} graph(s)")
         table = g.graphs.drop(columns="kernels_per_launch") if t.capture_mode.value == "graph" \
             else g.graphs  # fmt: skip
-        click.echo(table.to_string(float_format=lambda x: f"{x:.1f}", na_rep="n/a"))
+        click.echo(table_text(table))
         cycles = ", ".join(map(str, g.cycles)) or "none (no graph sequence repeats)"
         click.echo(f"cycles: {cycles}")
         for r in g.roles:
@@ -58,3 +57,6 @@ def graphs_cmd(trace: Path, fmt: str) -> None:
             click.echo(f"role {r.number} (capture order; launch position {r.position}): {ids}")
         if g.anchors:
             click.echo(f"suggested: --anchors '{g.anchors}'")
+
+
+COMMANDS = (graphs_cmd,)

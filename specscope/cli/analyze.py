@@ -1,0 +1,188 @@
+"""``specscope analyze``: per-step metrics of one export, or of several with the cross-rank view.
+
+Adding an analysis option: a field of :class:`~specscope.analysis.run.AnalyzeOptions` and its
+flag in :data:`specscope.cli.options.ANALYZE_OPTIONS` (every command with the spec options gets
+it); an option of ``analyze`` alone: one ``@click.option`` here and one parameter.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from specscope.cli import Command
+from specscope.cli.options import SpecArgs, format_option, spec_options, table_text, warn
+from specscope.errors import SpecError, SpecscopeError
+
+
+def _header(a) -> str:
+    """One line of provenance above an analysis' summary table."""
+    return (
+        f"{a.source}  nsys {a.nsys_version}  capture mode {a.capture_mode}  "
+        f"GPU {a.gpu or 'n/a'}  steps {a.n_steps} (pid {a.pid} tid {a.tid}, "
+        f"skipped {a.skipped})"
+    )
+
+
+def _print_ranks(view, labels: list[str]) -> None:
+    from specscope.analysis import ranks
+
+    click.echo(f"cross-rank view: {len(labels)} ranks, {len(view)} steps in common")
+    click.echo(table_text(ranks.straggler_table(view, labels)))
+    click.echo("\nspread across ranks per step (max - min, us)")
+    click.echo(table_text(ranks.spread_summary(view)))
+
+
+def _analyze_several(traces, spec_args: SpecArgs, fmt: str, db, jobs, dask_scheduler,
+                     collective: str) -> None:  # fmt: skip
+    """``analyze`` of several exports (the analyze command's multi-export half)."""
+    from specscope.analysis import many, ranks
+    from specscope.analysis.inputs import expand
+    from specscope.analysis.progress import count_bar
+
+    paths = expand(traces)
+    options = spec_args.options.counting(collective)  # the collective's kernel_us: metric
+    with count_bar("exports analysed", len(paths)) as advance:
+
+        def done(r: many.ExportResult) -> None:
+            advance()
+            if not r.ok:
+                click.echo(f"error: {r.error}", err=True)
+
+        if dask_scheduler is not None:
+            results = many.analyze_on_dask(
+                dask_scheduler, paths, spec_args.spec, options, on_result=done
+            )
+        else:
+            results = many.analyze_many(paths, spec_args.spec, options, jobs=jobs, on_result=done)
+    labels = many.rank_labels(paths)
+    ok = {label: r.analysis for label, r in zip(labels, results, strict=True) if r.ok}
+    for label, a in ok.items():
+        for note in a.metrics.notes:
+            warn(f"{label}: {note}")
+    if db is not None and (ids := many.store_results(db, results)):
+        warn(f"appended runs {', '.join(map(str, ids))} to {db}")
+    view = None
+    if len(ok) >= 2:
+        frames = {k: a.metrics.frame for k, a in ok.items()}
+        view = ranks.cross_rank(frames, collective=collective or None)
+    if fmt == "json":
+        data = {
+            "exports": [a.to_json() | {"rank": k} for k, a in ok.items()],
+            "failed": [{"trace": str(r.path), "error": r.error} for r in results if not r.ok],
+            "ranks": ranks.to_json(view, list(ok)),
+        }
+        click.echo(json.dumps(data))
+    elif fmt == "csv":
+        if view is not None:
+            click.echo(view.to_csv(), nl=False)
+        else:
+            warn("no cross-rank view: it needs at least two analysed exports")
+    else:
+        for label, a in ok.items():
+            click.echo(f"[{label}] {_header(a)}")
+            click.echo(table_text(a.summary) + "\n")
+        if view is not None:
+            _print_ranks(view, list(ok))
+    if failed := [r for r in results if not r.ok]:
+        raise SpecscopeError(
+            f"{len(failed)} of {len(results)} export(s) failed: "
+            + ", ".join(str(r.path) for r in failed)
+        )
+
+
+def _print_one(result, fmt: str, totals: bool, timeline: bool, median_by: str) -> None:
+    """The output of ``analyze`` of one export."""
+    from specscope.analysis.summary import kernel_timeline, median_step
+    from specscope.analysis.summary import totals as capture_totals
+
+    if fmt == "json":
+        extra = {}
+        if totals:
+            t = capture_totals(result.trace)
+            extra["totals"] = {k: v.reset_index().to_dict("records") for k, v in t.items()}
+        click.echo(result.json_text(**extra))  # compact, per_step last
+        return
+    if fmt == "csv":
+        click.echo(result.metrics.frame.to_csv(), nl=False)
+        return
+    click.echo(_header(result))
+    click.echo(table_text(result.summary))
+    if totals:
+        for name, frame in capture_totals(result.trace).items():
+            # demangled template names run to thousands of characters: shorten them for reading
+            short = frame.rename(index=lambda n: n if len(n) <= 90 else n[:87] + "...")
+            click.echo(f"\n{name} (whole capture)\n{table_text(short)}")
+    if timeline:
+        if result.metrics.window_start_ns is None:
+            warn("no kernel timeline: the steps have no GPU work")
+            return
+        step = median_step(result.metrics, median_by)
+        click.echo(f"\nkernel timeline of step {step} (median {median_by})")
+        click.echo(table_text(kernel_timeline(result.steps, result.metrics, step)))
+
+
+@click.command(cls=Command)
+@click.argument("traces", metavar="TRACE...", nargs=-1, required=True,
+                type=click.Path(path_type=Path))  # fmt: skip
+@spec_options
+@format_option("table", "csv", "json")
+@click.option("--db", type=click.Path(path_type=Path), default=None,
+              help="Append the run, its steps and summary to this results database.")  # fmt: skip
+@click.option("--totals", is_flag=True, help="Also print kernel and memcpy totals (nsys stats).")
+@click.option("--timeline", is_flag=True, help="Also print the kernel timeline of the median step.")
+@click.option("--median-by", default="idle_us", show_default=True,
+              help="Metric that picks the median step for --timeline.")  # fmt: skip
+@click.option("--jobs", "-j", type=click.IntRange(min=1), default=None,
+              help="Processes for several exports (default: one per CPU).")  # fmt: skip
+@click.option("--dask-scheduler", metavar="ADDRESS", default=None,
+              help="Analyse each export on this Dask cluster (tcp://host:8786).")  # fmt: skip
+@click.option("--collective", metavar="REGEX", default="nccl", show_default=True,
+              help="Kernels of the per-step collective; with several exports the rank whose "
+              "collective is shortest arrived last (the straggler). '' turns it off.")  # fmt: skip
+def analyze(traces: tuple[Path, ...], spec_args: SpecArgs, fmt: str, db: Path | None,
+            totals: bool, timeline: bool, median_by: str, jobs: int | None,
+            dask_scheduler: str | None, collective: str) -> None:  # fmt: skip
+    """Per-step metrics of nsys SQLite exports: gaps, GPU idle, eager memcpys, kernels.
+
+    Several exports (or a folder of them; one per rank) are analysed in parallel processes
+    (--jobs) or on a Dask cluster (--dask-scheduler), followed by the cross-rank view: slowest
+    rank per step, the rank that arrives last at the collective (--collective), and the spread
+    of idle time, gaps and collective time across ranks. A failed export is one
+    error line; the others complete and the exit code is 2.
+
+    Example: specscope analyze trace.sqlite --preset eagle --skip 2 --format json
+
+    Example: specscope analyze rank0.sqlite rank1.sqlite --skip 2 --format csv
+    """
+    from specscope.analysis.progress import progress_bar
+    from specscope.analysis.run import analyze as run_analysis
+    from specscope.analysis.summary import unavailable_by_reason
+
+    spec = spec_args.spec
+    if len(traces) > 1 or traces[0].is_dir() or dask_scheduler is not None:
+        if totals or timeline:
+            raise SpecError("--totals and --timeline need a single export; analyse it alone")
+        _analyze_several(traces, spec_args, fmt, db, jobs, dask_scheduler, collective)
+        return
+    with progress_bar(traces[0].name):
+        result = run_analysis(traces[0], spec, spec_args.options)
+    if median_by not in result.metrics.frame:
+        raise SpecError(
+            f"--median-by {median_by!r} is not a metric of this run; pick one of the "
+            "per-step metrics (`--format csv` shows their names)"
+        )
+    for note in result.metrics.notes:
+        warn(note)
+    for why, metrics in unavailable_by_reason(result.metrics).items():
+        warn(f"{len(metrics)} GPU metric(s) unavailable: {why}")
+    if db is not None:
+        from specscope.analysis.store import append_run
+
+        warn(f"appended run {append_run(db, result)} to {db}")
+    _print_one(result, fmt, totals, timeline, median_by)
+
+
+COMMANDS = (analyze,)

@@ -1,0 +1,215 @@
+"""``specscope compare``: parse flags, call :func:`specscope.analysis.compare.compare_runs`, print.
+
+Input references (RUN) are resolved by :func:`specscope.analysis.inputs.resolve`:
+
+- ``trace.sqlite`` — an nsys export, analysed on the fly with the step spec options;
+- ``results.sqlite`` — a results database written by ``specscope analyze --db`` (recognised by
+  its ``runs`` table): its latest run;
+- ``results.sqlite:7`` — run 7 of that database;
+- a run folder of ``specscope profile`` — its export.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import click
+
+from specscope.cli import Command
+from specscope.cli.options import (
+    SpecArgs,
+    format_option,
+    min_steps_option,
+    noise_floor_option,
+    parse_labels,
+    seed_option,
+    spec_options,
+    warn,
+)
+
+
+def _signed(x: float) -> str:
+    from specscope.reports.text import signed
+
+    return signed(x, minus="-")
+
+
+def _side_text(label: str, runs) -> str:
+    sources = ", ".join(f"{r.source} ({r.n_steps} steps)" for r in runs)
+    return f"{label}: {sources}"
+
+
+def _metrics_table(c) -> str:
+    import pandas as pd
+
+    m = c.metrics
+    multi = (m["before_runs"].max() > 1) or (m["after_runs"].max() > 1)
+
+    def value(p50, p10, p90, n) -> str:
+        if not n:
+            return "n/a"
+        return f"{p50:.1f} [{p10:.1f}, {p90:.1f}] n={n:.0f}"
+
+    table = pd.DataFrame(
+        {
+            "unit": m["unit"],
+            c.labels[0]: [
+                value(*r) for r in m[["before_p50", "before_p10", "before_p90", "before_n"]].values
+            ],
+            c.labels[1]: [
+                value(*r) for r in m[["after_p50", "after_p10", "after_p90", "after_n"]].values
+            ],
+            "change": m["abs_change"].map(_signed),
+            "change %": m["rel_change_pct"].map(_signed),
+            "95% CI": [
+                f"[{_signed(lo)}, {_signed(hi)}]" if not math.isnan(lo) else "n/a"
+                for lo, hi in m[["ci_low", "ci_high"]].values
+            ],
+            "verdict": m["verdict"].map(lambda v: v.value),
+        },
+        index=m.index,
+    )
+    if multi:
+        table.insert(3, "spread", m["before_spread"].map(lambda x: f"{x:.1f}"))
+        table.insert(5, "spread ", m["after_spread"].map(lambda x: f"{x:.1f}"))
+    return table.to_string()
+
+
+def _kernels_table(c) -> str:
+    import pandas as pd
+
+    k = c.kernels
+    if k is None:
+        return "per-kernel diff: unavailable for results-database runs (they keep no operations)"
+    table = pd.DataFrame(
+        {
+            "kind": k["kind"],
+            f"{c.labels[0]} /step": k["before_per_step"].map(lambda x: f"{x:.2f}"),
+            f"{c.labels[1]} /step": k["after_per_step"].map(lambda x: f"{x:.2f}"),
+            f"{c.labels[0]} us/step": k["before_us_per_step"].map(lambda x: f"{x:.1f}"),
+            f"{c.labels[1]} us/step": k["after_us_per_step"].map(lambda x: f"{x:.1f}"),
+            "delta us/step": k["delta_us_per_step"].map(_signed),
+            "change": k["change"].map(lambda v: v.value),
+        },
+        index=k.index,
+    )
+    return "operations per step, by name\n" + table.to_string()
+
+
+def _groups(inputs, before_refs, after_refs) -> list[list[str]]:
+    """The sides: BEFORE AFTER [MORE...] one input each, or the pooled --before/--after."""
+    if inputs and (before_refs or after_refs):
+        raise click.UsageError("give inputs either as BEFORE AFTER... or with --before/--after")
+    if before_refs or after_refs:
+        if not (before_refs and after_refs):
+            raise click.UsageError("--before and --after must both be given (each repeatable)")
+        return [list(before_refs), list(after_refs)]
+    if len(inputs) < 2:
+        raise click.UsageError("give at least two inputs: BEFORE AFTER [MORE...]")
+    return [[ref] for ref in inputs]
+
+
+def _markdown_rows(comparisons, metric_list: str | None) -> list[str] | None:
+    """``--metrics``: None (the PR table), every metric (``all``) or the names given."""
+    if metric_list == "all":
+        return list(comparisons[0].metrics.index)
+    if not metric_list:
+        return None
+    rows = [x.strip() for x in metric_list.split(",") if x.strip()]
+    known = set().union(*(c.metrics.index for c in comparisons))
+    if unknown := [r for r in rows if r not in known]:
+        raise click.UsageError(f"--metrics: unknown metric(s) {', '.join(unknown)}")
+    return rows
+
+
+def _print_tables(comparisons) -> None:
+    for i, c in enumerate(comparisons):
+        if i:
+            click.echo()
+        click.echo(_side_text(c.labels[0], c.before))
+        click.echo(_side_text(c.labels[1], c.after))
+        for check in c.checks:
+            click.echo(f"  {check.level.value:<8}{check.message}")
+        click.echo(_metrics_table(c))
+        click.echo()
+        click.echo(_kernels_table(c))
+
+
+@click.command("compare", cls=Command)
+@click.argument("inputs", nargs=-1, metavar="[BEFORE AFTER [MORE...]]")
+@click.option("--before", "before_refs", multiple=True, metavar="RUN",
+              help="A run of the before side (repeat to pool repeated runs).")  # fmt: skip
+@click.option("--after", "after_refs", multiple=True, metavar="RUN",
+              help="A run of the after side (repeat to pool repeated runs).")  # fmt: skip
+@click.option(
+    "--labels",
+    default=None,
+    help="Comma-separated side labels (default: Before,After or After 1, ...).",
+)
+@spec_options
+@format_option("table", "markdown", "json")
+@click.option("--metrics", "metric_list", default=None,
+              help="Markdown rows, comma-separated metric names, or 'all' (default: the PR "
+                   "table: gaps, GPU idle, copy kernels, eager memcpys).")  # fmt: skip
+@noise_floor_option
+@min_steps_option
+@click.option(
+    "--confidence",
+    default=0.95,
+    show_default=True,
+    type=click.FloatRange(0.5, 1.0, max_open=True),
+    help="Level of the bootstrap CI.",
+)
+@click.option("--bootstrap", "n_boot", default=2000, show_default=True,
+              type=click.IntRange(min=100), help="Bootstrap resamples.")  # fmt: skip
+@seed_option
+def compare_cmd(inputs: tuple[str, ...], before_refs: tuple[str, ...],
+                after_refs: tuple[str, ...], labels: str | None, spec_args: SpecArgs, fmt: str,
+                metric_list: str | None, noise_floor: float, min_steps: int, confidence: float,
+                n_boot: int, seed: int) -> None:  # fmt: skip
+    """Compare per-step metrics before/after: medians, p10/p90, bootstrap CI, verdict.
+
+    Give BEFORE AFTER [MORE...] (each later input is compared against the first), or pool
+    repeated runs per side with --before RUN --before RUN --after RUN --after RUN. Inputs: an
+    nsys export (analysed on the fly with --preset/--step/--anchors and --skip), a results
+    database of `specscope analyze --db` (its latest run), or DB:RUN_ID (one run of it).
+
+    Verdicts: improved / regressed (by the metric's direction: lower is better for idle, gaps,
+    memcpys, copy kernels and host time; higher for occupancy_pct), changed (neutral counts),
+    no change (the CI contains 0, |change| < --noise-floor, or within run-to-run spread),
+    inconclusive (< --min-steps steps), unavailable. Node-mode against graph-mode captures is
+    refused (exit 2); other mismatches (spec, GPU, nsys major version, batch size) are warnings.
+
+    Example: specscope compare before.sqlite after.sqlite --skip 1 --format markdown
+    """
+    from specscope.analysis.compare import compare_runs, warnings
+
+    groups = _groups(inputs, before_refs, after_refs)
+    names = parse_labels(labels, len(groups), "side")
+    sides = [spec_args.analyses(refs) for refs in groups]
+    stats_kw = {"noise_floor_pct": noise_floor, "min_steps": min_steps,
+                "confidence": confidence, "n_boot": n_boot, "seed": seed}  # fmt: skip
+    comparisons = [
+        compare_runs(sides[0], side, labels=(names[0], names[i]), **stats_kw)
+        for i, side in enumerate(sides[1:], 1)
+    ]
+    for message in warnings(comparisons):
+        warn(message)
+    if inconclusive := sum(c.inconclusive for c in comparisons):
+        warn(
+            f"{inconclusive} metric(s) inconclusive: fewer than {min_steps} steps on a side; "
+            "capture more steps, pool repeated runs, or lower --min-steps"
+        )
+    if fmt == "markdown":
+        from specscope.reports.markdown import render
+
+        click.echo(render(comparisons, _markdown_rows(comparisons, metric_list)), nl=False)
+    elif fmt == "json":
+        data = {"settings": stats_kw, "comparisons": [c.to_json() for c in comparisons]}
+        click.echo(json.dumps(data, indent=1))
+    else:
+        _print_tables(comparisons)
+
+
+COMMANDS = (compare_cmd,)

@@ -1,0 +1,187 @@
+"""What the commands share: the step-spec options (declared once), warnings, ``--format`` output.
+
+- :func:`spec_options` adds ``--preset/--step/--anchors/--domain`` (the step spec) and the
+  :class:`~specscope.analysis.run.AnalyzeOptions` flags (``--skip/--count-kernels/--pid/
+  --device``) to a command, and hands it one :class:`SpecArgs`: ``.spec`` is the
+  :class:`~specscope.analysis.spec.StepSpec`, ``.options`` the ``AnalyzeOptions``. A new
+  analysis option is one ``AnalyzeOptions`` field plus one entry in :data:`ANALYZE_OPTIONS`
+  whose parameter name is the field's name.
+- :func:`warn`: the ``warning:`` line on stderr.
+- :func:`emit`: the one output path of ``--format table|csv|json`` for a frame.
+- :func:`given_options`: the options the user typed (click's parameter sources), for the
+  commands a report prints to reproduce itself.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+from click.core import ParameterSource
+
+if TYPE_CHECKING:  # pandas and the analysis are imported when a command runs, not for --help
+    import pandas as pd
+
+    from specscope.analysis.run import Analysis, AnalyzeOptions
+    from specscope.analysis.spec import StepSpec
+
+
+def warn(message: str) -> None:
+    """``warning: message`` on stderr."""
+    click.echo(f"warning: {message}", err=True)
+
+
+def say(message: str) -> None:
+    """A progress or status line on stderr (stdout keeps the results)."""
+    click.echo(message, err=True)
+
+
+def format_option(*choices: str):
+    """``--format`` (parameter ``fmt``) with these choices, the first one the default."""
+    return click.option("--format", "fmt", type=click.Choice(list(choices)),
+                        default=choices[0], show_default=True)  # fmt: skip
+
+
+def table_text(frame: pd.DataFrame) -> str:
+    """``frame`` as a terminal table: one decimal, ``n/a`` for missing values."""
+    return frame.to_string(float_format=lambda x: f"{x:.1f}", na_rep="n/a")
+
+
+def emit(frame: pd.DataFrame, fmt: str) -> None:
+    """Print ``frame`` as ``fmt``: ``table`` (:func:`table_text`), ``csv`` (index included) or
+    ``json`` (a list of records, the index as the first field)."""
+    if fmt == "json":
+        click.echo(json.dumps(frame.reset_index().to_dict("records"), indent=1))
+    elif fmt == "csv":
+        click.echo(frame.to_csv(), nl=False)
+    else:
+        click.echo(table_text(frame))
+
+
+# the statistics options of compare and report
+noise_floor_option = click.option(
+    "--noise-floor", default=2.0, show_default=True, type=click.FloatRange(min=0),
+    help="Relative change (%) below which a metric is 'no change'.")  # fmt: skip
+min_steps_option = click.option(
+    "--min-steps", default=20, show_default=True, type=click.IntRange(min=1),
+    help="Fewer steps on a side make a metric 'inconclusive'.")  # fmt: skip
+seed_option = click.option("--seed", default=0, show_default=True, type=int,
+                           help="Bootstrap seed.")  # fmt: skip
+# the folder of report and demo
+report_out_option = click.option(
+    "--out", "out", type=click.Path(path_type=Path), default=Path("specscope-reports"),
+    show_default=True,
+    help="Folder that gets a new <time>-report subfolder (never reused).")  # fmt: skip
+
+SPEC_OPTIONS = [
+    click.option("--preset", default=None, help="Step spec preset (default: eagle)."),
+    click.option(
+        "--step",
+        "step_name",
+        default=None,
+        help="NVTX range around a step, or kernel:REGEX (each launch starts a step).",
+    ),
+    click.option(
+        "--anchors",
+        default=None,
+        help="Comma-separated anchor ranges, in order; or NAME=graph:ID[|ID...] / "
+        "NAME=kernel:REGEX launches (then a step is one cycle of them).",
+    ),
+    click.option("--domain", default=None, help="NVTX domain of the ranges ('' for any)."),
+]
+# one per AnalyzeOptions field, the parameter named as the field
+ANALYZE_OPTIONS = [
+    click.option(
+        "--skip",
+        default=0,
+        show_default=True,
+        type=click.IntRange(min=0),
+        help="Warm-up steps to drop (from each export).",
+    ),
+    click.option(
+        "--count-kernels",
+        multiple=True,
+        metavar="REGEX",
+        help="Count kernels matching REGEX per step (repeatable).",
+    ),
+    click.option("--pid", type=int, default=None, help="Process whose steps to use."),
+    click.option("--device", type=int, default=None, help="GPU whose work to measure."),
+]
+_SPEC_NAMES = ("preset", "step_name", "anchors", "domain")
+_ANALYZE_NAMES = ("skip", "count_kernels", "pid", "device")
+
+
+@dataclass(frozen=True)
+class SpecArgs:
+    """The values of :func:`spec_options`; ``spec`` and ``options`` are built when first read
+    (so a command checks its own arguments before a bad preset is reported)."""
+
+    values: dict
+
+    @functools.cached_property
+    def spec(self) -> StepSpec:
+        """The StepSpec the options describe (the ``eagle`` preset by default)."""
+        from specscope.analysis.spec import spec_from_cli
+
+        return spec_from_cli(*(self.values[k] for k in _SPEC_NAMES))
+
+    @functools.cached_property
+    def options(self) -> AnalyzeOptions:
+        """The AnalyzeOptions the options describe."""
+        from specscope.analysis.run import AnalyzeOptions
+
+        names = {f.name for f in dataclasses.fields(AnalyzeOptions)}
+        return AnalyzeOptions(**{k: v for k, v in self.values.items() if k in names})
+
+    def analyses(self, refs: Iterable[str]) -> list[Analysis]:
+        """Each input reference resolved (:func:`specscope.analysis.inputs.resolve`)."""
+        from specscope.analysis.inputs import resolve
+
+        return [resolve(ref, self.spec, self.options).analysis for ref in refs]
+
+
+def spec_options(f):
+    """Add the step-spec and analysis options; the command receives ``spec_args``."""
+    names = (*_SPEC_NAMES, *_ANALYZE_NAMES)
+
+    @functools.wraps(f)
+    def wrapper(*args, **kwargs):
+        values = {name: kwargs.pop(name) for name in names}
+        return f(*args, spec_args=SpecArgs(values), **kwargs)
+
+    for option in reversed(SPEC_OPTIONS + ANALYZE_OPTIONS):
+        wrapper = option(wrapper)
+    return wrapper
+
+
+def parse_labels(text: str | None, n: int, per: str) -> list[str]:
+    """``--labels a,b,...``: ``n`` non-empty names (one per ``per``: side, input); the default
+    labels (:func:`specscope.analysis.compare.side_labels`) without ``text``."""
+    from specscope.analysis.compare import side_labels
+
+    if text is None:
+        return side_labels(n)
+    names = [x.strip() for x in text.split(",")]
+    if len(names) != n or not all(names):
+        raise click.UsageError(f"--labels needs {n} non-empty names, one per {per}")
+    return names
+
+
+def given_options(ctx: click.Context, skip: Iterable[str] = ()) -> list[tuple[str, object]]:
+    """``(--flag, value)`` of every option of ``ctx``'s command that the user gave (on the
+    command line or through the environment, not a default), in declaration order; the
+    parameters named in ``skip`` left out."""
+    given = (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)
+    return [
+        (max(p.opts, key=len), ctx.params[p.name])
+        for p in ctx.command.params
+        if isinstance(p, click.Option)
+        and p.name not in skip
+        and ctx.get_parameter_source(p.name) in given
+    ]

@@ -1,0 +1,124 @@
+"""``specscope report``: parse flags, call :func:`specscope.reports.report.write_report`, print
+where the report went."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from specscope.cli import Command
+from specscope.cli.options import (
+    SpecArgs,
+    given_options,
+    min_steps_option,
+    noise_floor_option,
+    parse_labels,
+    report_out_option,
+    seed_option,
+    spec_options,
+    warn,
+)
+
+
+def _labels(text: str | None, n: int) -> list[str]:
+    if n < 2:
+        raise click.UsageError("give at least two inputs: BASELINE OTHER [MORE...]")
+    names = parse_labels(text, n, "input")
+    if len(set(names)) != len(names):
+        raise click.UsageError("--labels must be distinct")
+    return names
+
+
+def _gap_and_highlight(spec, gap: str | None, highlight: str | None) -> tuple[str, str | None]:
+    """``--gap``/``--highlight``, else the spec's report defaults; the gap checked."""
+    from specscope.analysis.composition import parse_gap
+
+    gap = spec.report.gap if gap is None else gap
+    if gap is None:
+        raise click.UsageError("give --gap: the spec has no anchors to take a default from")
+    parse_gap(gap)
+    return gap, spec.report.highlight if highlight is None else highlight
+
+
+def _views(resolved, gap: str, lead_us: float, highlight: str | None) -> list:
+    """The median-step view of each input (None for a results-database run), with warnings."""
+    from specscope.analysis.composition import median_step_view
+
+    views = []
+    for r in resolved:
+        a = r.analysis
+        views.append(
+            None
+            if a.detached
+            else median_step_view(a, gap, lead_us=lead_us, highlight=highlight or None)
+        )
+    for r in resolved:
+        for note in r.analysis.notes:
+            warn(f"{r.ref}: {note}")
+        if r.analysis.detached:
+            warn(f"{r.ref}: a results-database run; no timeline or composition for it")
+    return views
+
+
+@click.command("report", cls=Command)
+@click.argument("inputs", nargs=-1, required=True, metavar="INPUT...")
+@click.option("--labels", default=None,
+              help="Comma-separated labels, one per input (default: Before,After or "
+                   "Before,After 1,...).")  # fmt: skip
+@report_out_option
+@spec_options
+@click.option("--gap", default=None,
+              help="Gap metric that picks the median steps and aligns the timeline (default: "
+                   "the spec's [report] gap, else last anchor->first anchor).")  # fmt: skip
+@click.option("--lead", "lead_us", default=40.0, show_default=True,
+              type=click.FloatRange(min=0),
+              help="µs of timeline shown before the end of the gap's opening anchor.")  # fmt: skip
+@click.option("--highlight", default=None,
+              help="Regex of kernel names to mark on the timeline ('' for none; default: the "
+                   "spec's [report] highlight, else its counted kernels).")  # fmt: skip
+@noise_floor_option
+@min_steps_option
+@seed_option
+@click.pass_context
+def report_cmd(ctx: click.Context, inputs: tuple[str, ...], labels: str | None, out: Path,
+               spec_args: SpecArgs, gap: str | None, lead_us: float, highlight: str | None,
+               noise_floor: float, min_steps: int, seed: int) -> None:  # fmt: skip
+    """Write an HTML/PNG/Markdown report comparing runs into a new folder under --out.
+
+    INPUT: an nsys export, a run folder of `specscope profile` (its export and manifest), a
+    results database of `specscope analyze --db` (its latest run) or DB:RUN_ID. The first input
+    is the baseline; each later one is compared against it. The folder gets timeline.png (each
+    input's median step by --gap, aligned at the end of the gap's opening anchor),
+    distributions.png, steps.png, composition.png, summary.md (the PR table and provenance) and
+    report.html (self-contained; figures beside it). Results-database runs keep no operations:
+    their timeline and composition are left empty.
+
+    Example: specscope report before.sqlite after.sqlite --skip 1 --labels main,fused --out
+    reports
+    """
+    from specscope.analysis.compare import compare_runs
+    from specscope.analysis.inputs import resolve
+    from specscope.cli.compare import compare_cmd
+    from specscope.reports.report import new_report_dir, write_report
+    from specscope.reports.reproduce import reproduce_commands
+
+    names = _labels(labels, len(inputs))
+    gap, highlight = _gap_and_highlight(spec_args.spec, gap, highlight)
+    resolved = [resolve(ref, spec_args.spec, spec_args.options) for ref in inputs]
+    stats = {"noise_floor_pct": noise_floor, "min_steps": min_steps, "seed": seed}
+    comparisons = [
+        compare_runs([resolved[0].analysis], [r.analysis], labels=(names[0], names[i]), **stats)
+        for i, r in enumerate(resolved[1:], 1)
+    ]
+    views = _views(resolved, gap, lead_us, highlight)
+    compare_flags = [o for p in compare_cmd.params for o in p.opts]
+    given = given_options(ctx, skip=("labels",))
+    commands = reproduce_commands(inputs, names, given, compare_flags, resolved)
+    out_dir = new_report_dir(out)
+    write_report(out_dir, resolved, names, comparisons, views, gap=gap,
+                 highlight=highlight or None, commands=commands)  # fmt: skip
+    click.echo(str(out_dir / "report.html"))
+
+
+COMMANDS = (report_cmd,)
