@@ -30,8 +30,9 @@ analysed on several devices; entries are ordered by (pid, device), so labels are
 (d)   the whole capture as one window per device (:mod:`specscope.analysis.whole`).
 ====  ===========================================================================================
 
-A process whose (b) or (c) spec finds no steps falls through to the next. Each entry says which
-was chosen (``choice``, one line) and how to refine it (``hint``: the options to pass). An
+A process whose (b) or (c) spec finds no steps falls through to the next; when (a)'s ranges are
+there but give no steps (e.g. ``--skip`` larger than their count), that error is raised. Each
+entry says which was chosen (``choice``, one line) and how to refine it (``hint``: the options to pass). An
 export without GPU work and without (a)'s ranges raises :class:`SpecError`.
 """
 
@@ -272,10 +273,12 @@ def _zero_config(
 ) -> list[_Entry]:
     """The first usable choice of :func:`choose_steps` for ``pid``, else (d)."""
     failed = []
-    for c in choose_steps(trace, pid, graphs, **thresholds):
+    for i, c in enumerate(choose_steps(trace, pid, graphs, **thresholds)):
         try:
             analyses = _with_spec(trace, pid, c.spec, options, skipped)
         except SpecError as e:
+            if i == 0 and c.spec is not None and not c.spec.from_launches:
+                raise  # the preset's ranges are there: an option (e.g. --skip) is wrong
             failed.append(f"{c.choice}: not usable ({e})")
             continue
         for a in analyses:

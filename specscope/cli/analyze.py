@@ -16,6 +16,8 @@ from specscope.cli import Command
 from specscope.cli.options import SpecArgs, format_option, spec_options, table_text, warn
 from specscope.errors import SpecError, SpecscopeError
 
+PRESET_CHOICE = "NVTX ranges of preset"  # how analysis.auto names choice (a)
+
 
 def _header(a) -> str:
     """One line of provenance above an analysis' summary table."""
@@ -93,13 +95,107 @@ def _analyze_several(traces, spec_args: SpecArgs, fmt: str, db, jobs, dask_sched
         )
 
 
-def _print_one(result, fmt: str, totals: bool, timeline: bool, median_by: str) -> None:
-    """The output of ``analyze`` of one export."""
+def _analyze_export(path: Path, spec_args: SpecArgs, collective: str, fmt: str, totals: bool):
+    """Every (process, device) of one export (``analysis.auto``: zero-config without a spec);
+    None when no steps were found but ``--totals`` could still be printed (with a warning)."""
+    from specscope.analysis.auto import analyze_processes
+    from specscope.analysis.loader import load
+
+    trace = load(path)
+    spec = spec_args.spec if spec_args.spec_given else None
+    options = spec_args.options
+    if collective and options.pid is None and trace.ops["pid"].nunique() > 1:
+        options = options.counting(collective)  # several processes: the straggler's metric
+    try:
+        return analyze_processes(trace, spec, options, collective=collective or None)
+    except SpecError as e:
+        if not totals:
+            raise
+        warn(f"no steps ({e}); printing the whole-capture totals only")
+        _print_totals_only(trace, fmt)
+        return None
+
+
+def _print_totals_only(trace, fmt: str) -> None:
+    """``--totals`` of an export whose steps could not be found."""
+    from specscope.analysis.summary import totals as capture_totals
+
+    t = capture_totals(trace)
+    if fmt == "json":
+        records = {k: v.reset_index().to_dict("records") for k, v in t.items()}
+        data = {"trace": str(trace.path), "nsys_version": trace.nsys_version,
+                "capture_mode": trace.capture_mode.value, "steps": 0,
+                "totals": records}  # fmt: skip
+        click.echo(json.dumps(data))
+        return
+    for name, frame in t.items():
+        click.echo(f"{name} (whole capture)\n{table_text(_short_names(frame))}\n")
+
+
+def _short_names(frame):
+    """Demangled template names run to thousands of characters: shortened for reading."""
+    return frame.rename(index=lambda n: n if len(n) <= 90 else n[:87] + "...")
+
+
+def _warn_about(process, spec_given: bool, label: str = "") -> None:
+    """The notes of one analysis, its unavailable metrics, and (zero-config) how its steps were
+    chosen and how to refine them."""
+    from specscope.analysis.summary import unavailable_by_reason
+
+    prefix = f"{label}: " if label else ""
+    if not spec_given and not process.choice.startswith(PRESET_CHOICE):
+        # the default preset's ranges are what `analyze TRACE` always used: said only otherwise
+        warn(f"{prefix}steps: {process.choice}")
+        if process.hint:
+            warn(f"{prefix}refine with: {process.hint}")
+    for note in process.analysis.metrics.notes:
+        warn(prefix + note)
+    for why, metrics in unavailable_by_reason(process.analysis.metrics).items():
+        warn(f"{prefix}{len(metrics)} GPU metric(s) unavailable: {why}")
+
+
+def _print_processes(export, fmt: str, db, totals: bool) -> None:
+    """``analyze`` of one export holding several processes (or devices): the shape of several
+    exports, one entry per (process, device), then the cross-rank view."""
+    from specscope.analysis.summary import totals as capture_totals
+
+    for p in export.processes:
+        _warn_about(p, True, p.rank)
+    for where, why in export.skipped.items():
+        warn(f"{where} not analysed: {why}")
+    if db is not None:
+        from specscope.analysis.store import append_run
+
+        ids = [append_run(db, p.analysis) for p in export.processes]
+        warn(f"appended runs {', '.join(map(str, ids))} to {db}")
+    trace = export.processes[0].analysis.trace
+    if fmt == "json":
+        data = export.to_json() | {"trace": str(export.path), "failed": []}
+        if totals:
+            t = capture_totals(trace)
+            data["totals"] = {k: v.reset_index().to_dict("records") for k, v in t.items()}
+        click.echo(json.dumps(data))
+    elif fmt == "csv":
+        click.echo(export.cross_rank.to_csv(), nl=False)
+    else:
+        for p in export.processes:
+            click.echo(f"[{p.rank}] {_header(p.analysis)}  ({p.choice})")
+            click.echo(table_text(p.analysis.summary) + "\n")
+        _print_ranks(export.cross_rank, export.labels)
+        if totals:
+            _print_totals_only(trace, fmt)
+
+
+def _print_one(result, fmt: str, totals: bool, timeline: bool, median_by: str,
+               extra: dict | None = None, top_kernels=None) -> None:  # fmt: skip
+    """The output of ``analyze`` of one export (one process)."""
     from specscope.analysis.summary import kernel_timeline, median_step
     from specscope.analysis.summary import totals as capture_totals
 
+    extra = dict(extra or {})
     if fmt == "json":
-        extra = {}
+        if top_kernels is not None:
+            extra["top_kernels"] = top_kernels.reset_index().to_dict("records")
         if totals:
             t = capture_totals(result.trace)
             extra["totals"] = {k: v.reset_index().to_dict("records") for k, v in t.items()}
@@ -110,11 +206,11 @@ def _print_one(result, fmt: str, totals: bool, timeline: bool, median_by: str) -
         return
     click.echo(_header(result))
     click.echo(table_text(result.summary))
+    if top_kernels is not None:
+        click.echo(f"\ntop kernels (device time)\n{table_text(_short_names(top_kernels))}")
     if totals:
         for name, frame in capture_totals(result.trace).items():
-            # demangled template names run to thousands of characters: shorten them for reading
-            short = frame.rename(index=lambda n: n if len(n) <= 90 else n[:87] + "...")
-            click.echo(f"\n{name} (whole capture)\n{table_text(short)}")
+            click.echo(f"\n{name} (whole capture)\n{table_text(_short_names(frame))}")
     if timeline:
         if result.metrics.window_start_ns is None:
             warn("no kernel timeline: the steps have no GPU work")
@@ -158,31 +254,35 @@ def analyze(traces: tuple[Path, ...], spec_args: SpecArgs, fmt: str, db: Path | 
     Example: specscope analyze rank0.sqlite rank1.sqlite --skip 2 --format csv
     """
     from specscope.analysis.progress import progress_bar
-    from specscope.analysis.run import analyze as run_analysis
-    from specscope.analysis.summary import unavailable_by_reason
 
-    spec = spec_args.spec
     if len(traces) > 1 or traces[0].is_dir() or dask_scheduler is not None:
         if totals or timeline:
             raise SpecError("--totals and --timeline need a single export; analyse it alone")
         _analyze_several(traces, spec_args, fmt, db, jobs, dask_scheduler, collective)
         return
     with progress_bar(traces[0].name):
-        result = run_analysis(traces[0], spec, spec_args.options)
+        export = _analyze_export(traces[0], spec_args, collective, fmt, totals)
+    if export is None:
+        return  # no steps: the whole-capture totals were printed
+    if len(export.processes) > 1:
+        if timeline:
+            raise SpecError("--timeline needs one process: pick it with --pid")
+        _print_processes(export, fmt, db, totals)
+        return
+    (process,) = export.processes
+    result = process.analysis
     if median_by not in result.metrics.frame:
         raise SpecError(
             f"--median-by {median_by!r} is not a metric of this run; pick one of the "
             "per-step metrics (`--format csv` shows their names)"
         )
-    for note in result.metrics.notes:
-        warn(note)
-    for why, metrics in unavailable_by_reason(result.metrics).items():
-        warn(f"{len(metrics)} GPU metric(s) unavailable: {why}")
+    _warn_about(process, spec_args.spec_given)
     if db is not None:
         from specscope.analysis.store import append_run
 
         warn(f"appended run {append_run(db, result)} to {db}")
-    _print_one(result, fmt, totals, timeline, median_by)
+    extra = {} if spec_args.spec_given else {"choice": process.choice, "hint": process.hint}
+    _print_one(result, fmt, totals, timeline, median_by, extra, process.top_kernels)
 
 
 COMMANDS = (analyze,)

@@ -131,6 +131,12 @@ class SpecArgs:
 
         return spec_from_cli(*(self.values[k] for k in _SPEC_NAMES))
 
+    @property
+    def spec_given(self) -> bool:
+        """Whether the command line describes the steps (--preset, --step, --anchors or
+        --domain); without any, ``analyze`` chooses them itself (zero-config)."""
+        return any(self.values[k] is not None for k in _SPEC_NAMES)
+
     @functools.cached_property
     def options(self) -> AnalyzeOptions:
         """The AnalyzeOptions the options describe."""

@@ -103,8 +103,8 @@ CASES = {
         lambda t, e: (e, ["--step", "stpe"]),
         ["no NVTX range named 'stpe'", "closest names", "'step'"],
     ),
-    "no NVTX ranges at all": (
-        lambda t, e: (no_nvtx(t), []),
+    "no NVTX ranges at all, a preset given": (
+        lambda t, e: (no_nvtx(t), ["--preset", "eagle"]),
         ["no NVTX range named 'step'", "the trace has no NVTX ranges"],
     ),
     "step only in another domain": (

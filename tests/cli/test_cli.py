@@ -96,7 +96,7 @@ def test_step_anchors_domain_instead_of_preset(eagle_export):
 
 def test_empty_domain_means_any_domain(eagle_export):
     path = eagle_export(3, domain=None)
-    run("analyze", path, code=2)  # the eagle preset wants domain "specscope"
+    run("analyze", path, "--preset", "eagle", code=2)  # the preset wants domain "specscope"
     data = json.loads(run("analyze", path, "--domain", "", "--format", "json").stdout)
     assert data["steps"] == 3 and data["spec"]["domain"] is None
 
@@ -167,7 +167,9 @@ def test_warnings_are_single_lines(eagle_export, write_export):
     lines = result.stderr.splitlines()
     assert all(line.startswith("warning: ") for line in lines), lines
     assert any("never closed" in line for line in lines)
-    assert any("using pid 100 tid 100 (most steps)" in line for line in lines)
+    # both processes are analysed, each under its label, then the cross-rank view
+    assert "[pid100]" in result.stdout and "[pid200]" in result.stdout
+    assert "cross-rank view: 2 ranks, 2 steps in common" in result.stdout
     picked = run("analyze", write_export(x), "--pid", "200", "--format", "json")
     assert json.loads(picked.stdout)["pid"] == 200
 
