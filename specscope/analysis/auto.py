@@ -32,8 +32,8 @@ analysed on several devices; entries are ordered by (pid, device), so labels are
 
 A process whose (b) or (c) spec finds no steps falls through to the next; when (a)'s ranges are
 there but give no steps (e.g. ``--skip`` larger than their count), that error is raised. Each
-entry says which was chosen (``choice``, one line) and how to refine it (``hint``: the options to pass). An
-export without GPU work and without (a)'s ranges raises :class:`SpecError`.
+entry says which was chosen (``choice``, one line) and how to refine it (``hint``: the options
+to pass). An export without GPU work and without (a)'s ranges raises :class:`SpecError`.
 """
 
 from __future__ import annotations
