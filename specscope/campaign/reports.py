@@ -15,7 +15,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-
 from specscope.analysis.spec import load_preset
 from specscope.analysis.sqlwrite import insert_dicts, transaction
 from specscope.campaign import tables
@@ -111,7 +110,9 @@ def write_campaign_reports(
     rows = tables.metric_rows(res)
     found = tables.comparisons(res)
     _replace(res.db, "campaign_metrics", c.name, rows.to_dict("records"))
-    _replace(res.db, "campaign_comparisons", c.name, tables.comparison_rows(found).to_dict("records"))
+    _replace(
+        res.db, "campaign_comparisons", c.name, tables.comparison_rows(found).to_dict("records")
+    )
     written = Written(res.db, out / OVERVIEW)
     if reports:
         for (cell, mode), comps in found.items():
