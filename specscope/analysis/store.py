@@ -14,8 +14,9 @@ Tables (readable with the ``sqlite-utils`` CLI, e.g. ``sqlite-utils rows results
 
 Runs are only ever appended, each in one transaction (:mod:`.sqlwrite`); nothing earlier is
 overwritten, and a run written only in part (by an older specscope) is refused by
-:func:`read_run`, which reads one back as a detached :class:`~specscope.analysis.run.Analysis`; :func:`is_results_db` tells a results
-database from an nsys export.
+:func:`read_run`, which reads one back as a detached
+:class:`~specscope.analysis.run.Analysis`; :func:`is_results_db` tells a results database from an
+nsys export.
 """
 
 from __future__ import annotations
