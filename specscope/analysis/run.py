@@ -33,6 +33,7 @@ from specscope.analysis.metrics import StepMetrics, per_step_metrics
 from specscope.analysis.spec import StepSpec
 from specscope.analysis.steps import Steps, find_steps
 from specscope.analysis.summary import summarize
+from specscope.analysis.validate import clean
 
 
 @dataclass(frozen=True)
@@ -188,8 +189,10 @@ def analyze(
     """Load ``path`` read-only and compute its per-step metrics and summary (a live analysis)."""
     o = options
     trace = load(path)
+    dropped = clean(trace)  # rows with impossible times, dropped with a note each
     steps = find_steps(trace, spec, skip=o.skip, pid=o.pid, device=o.device)
     metrics = per_step_metrics(trace, steps, o.count_kernels)
+    metrics.notes[:0] = dropped
     return Analysis(
         source=str(trace.path),
         metrics=metrics,
