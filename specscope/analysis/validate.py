@@ -16,7 +16,8 @@ beyond the capture     ``end > duration + CAPTURE_SLACK_NS`` or ``start < -CAPTU
                        ±2^62 ns (146 years)
 =====================  ======================================================================
 
-Each drop becomes one note, e.g. ``dropped 3 of 5120 GPU operation rows of the export: 2 end
+``StringIds`` values that are not text (NULL, a blob) are made readable first
+(:func:`readable_strings`). Each drop becomes one note, e.g. ``dropped 3 of 5120 GPU operation rows of the export: 2 end
 before start, 1 no start time (a damaged export?)``. What is left has durations ≥ 0 and every
 window inside the capture, so occupancy stays within 0-100 %.
 
@@ -95,6 +96,7 @@ def clean(trace) -> list[str]:
     notes: list[str] = []
     bounds = capture_bounds(trace)
     d = trace.__dict__
+    d["strings"] = readable_strings(trace.strings)
     if trace.has("CUPTI_ACTIVITY_KIND_RUNTIME"):
         runtime = trace._runtime
         keep = _keep(runtime[0], runtime[1], bounds, "CUDA API call", notes)
@@ -114,6 +116,19 @@ def clean(trace) -> list[str]:
     if keep is not None:
         d["_nvtx_all"] = (nvtx[keep].reset_index(drop=True), unclosed)
     return notes
+
+
+def readable_strings(strings: dict) -> dict[int, str]:
+    """``StringIds`` with every value a string: a blob decoded as UTF-8 (invalid bytes
+    replaced), a NULL or number shown as ``<string ID>``; rows without an integer id left out."""
+    out = {}
+    for i, v in strings.items():
+        if not isinstance(i, int):
+            continue
+        if isinstance(v, bytes):
+            v = v.decode("utf-8", "replace")
+        out[i] = v if isinstance(v, str) else f"<string {i}>"
+    return out
 
 
 def _duplicates(trace) -> int:
