@@ -41,7 +41,8 @@ print(append_run(sys.argv[1], a), flush=True)
 def _writer(db: Path, source: Path, steps: int) -> subprocess.Popen:
     env = os.environ | {"PYTHONPATH": str(ROOT)}
     args = [sys.executable, "-c", WRITER, str(db), str(source), str(steps)]
-    return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
+    pipe = subprocess.PIPE
+    return subprocess.Popen(args, stdout=pipe, stderr=pipe, env=env, text=True)
 
 
 def _whole_runs(db: Path) -> dict[int, int]:
