@@ -12,7 +12,7 @@ from damage import damaged_copy
 from testdata import BEFORE
 
 from specscope.analysis.run import AnalyzeOptions, analyze
-from specscope.analysis.spec import load_preset
+from specscope.analysis.spec import check_regexes, load_preset
 from specscope.errors import SpecscopeError
 
 K = "CUPTI_ACTIVITY_KIND_KERNEL"
@@ -90,3 +90,22 @@ def test_occupancy_of_a_clean_export_is_unchanged(monkeypatch) -> None:
     a = _run(BEFORE, "adbc", monkeypatch)
     assert not any("dropped" in n for n in a.notes)
     assert np.isfinite(a.frame["idle_us"]).all()
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"--count-kernels": ["copy|memset", "(bad"]}, r"--count-kernels '\(bad': not a valid"),
+        ({"--highlight": "[x"}, r"--highlight '\[x': not a valid regex"),
+        ({"--collective": "*nccl"}, r"--collective '\*nccl'"),
+        ({"--anchors": ["draft.replay", "kernel:(x"]}, r"--anchors: bad regex in 'kernel:\(x'"),
+    ],
+)
+def test_user_regexes_are_compiled_up_front(options: dict, message: str) -> None:
+    with pytest.raises(SpecscopeError, match=message) as e:
+        check_regexes(options)
+    assert "\n" not in str(e.value)
+
+
+def test_good_regexes_pass() -> None:
+    check_regexes({"--count-kernels": ["copy|memset"], "--highlight": None, "--anchors": ["a"]})
