@@ -55,6 +55,7 @@ from specscope.analysis.run import (
     analyze_trace,
 )
 from specscope.analysis.spec import CYCLE, DEFAULT_PRESET, StepSpec, load_preset
+from specscope.analysis.validate import validated
 from specscope.analysis.whole import top_kernels, whole_capture_steps
 from specscope.errors import SpecError
 
@@ -345,6 +346,7 @@ def analyze_processes(
     nothing can be analysed: with a spec, the error of ``analyze(path, spec, options)``.
     """
     trace = source if isinstance(source, Trace) else load(source)
+    validated(trace)  # rows with impossible times dropped before anything reads the frames
     skipped: dict[str, str] = {}
     entries: list[_Entry] = []
     if spec is not None:

@@ -58,6 +58,7 @@ from specscope.analysis.catalog import API_CALLS, gpu_metrics, unit  # noqa: F40
 from specscope.analysis.loader import COPY_KINDS, EAGER_COPY_KINDS, KINDS, CaptureMode, Trace
 from specscope.analysis.spec import anchor_pairs
 from specscope.analysis.steps import Steps, interval_index
+from specscope.analysis.validate import no_launch_note
 
 _GPU_METRICS = tuple(gpu_metrics())  # NaN without CUDA data (catalog: needs_cuda)
 
@@ -181,7 +182,7 @@ def per_step_metrics(
             "the export has no CUDA activity (recorded without -t cuda or on a machine without "
             "a GPU)"
             if trace.capture_mode is CaptureMode.NO_CUDA
-            else "no GPU operation was launched inside the steps"
+            else no_launch_note(trace)
         )
         unavailable = {}
         for col in [*_GPU_METRICS, *gap_cols, *kernel_cols, *api_cols]:

@@ -33,6 +33,7 @@ from specscope.analysis.metrics import StepMetrics, per_step_metrics
 from specscope.analysis.spec import StepSpec
 from specscope.analysis.steps import Steps, find_steps
 from specscope.analysis.summary import summarize
+from specscope.analysis.validate import validated
 
 
 @dataclass(frozen=True)
@@ -194,6 +195,7 @@ def analyze_trace(
 ) -> Analysis:
     """:func:`analyze` of an export already loaded (several analyses of one export share it)."""
     o = options
+    validated(trace)  # rows with impossible times dropped once, before any step is found
     steps = find_steps(trace, spec, skip=o.skip, pid=o.pid, device=o.device)
     return analysis_of(trace, steps, o.count_kernels)
 
@@ -201,6 +203,7 @@ def analyze_trace(
 def analysis_of(trace: Trace, steps: Steps, count_kernels: tuple[str, ...] = ()) -> Analysis:
     """The live analysis of ``steps`` found in ``trace`` (however they were found)."""
     metrics = per_step_metrics(trace, steps, count_kernels)
+    metrics.notes[:0] = validated(trace)
     return Analysis(
         source=str(trace.path),
         metrics=metrics,

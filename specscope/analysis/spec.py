@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import cache
 from importlib import resources
@@ -286,3 +286,26 @@ def split_anchor(anchor: str) -> tuple[str, Marker | None]:
             "NAME=kernel:REGEX"
         )
     return name.strip(), marker
+
+
+def check_regexes(options: dict[str, str | Iterable[str] | None]) -> None:
+    """Compile every user-supplied regex up front: ``options`` maps an option name
+    (``--count-kernels``, ``--highlight``, ``--collective``, ``--anchors``/``--step``) to its
+    value(s); None or empty values are skipped. For ``--anchors``/``--step`` only ``kernel:``
+    markers are regexes (NVTX names are matched literally). SpecError naming the option and
+    the pattern for the first that does not compile.
+    """
+    for option, values in options.items():
+        if not values:
+            continue
+        for value in [values] if isinstance(values, str) else values:
+            if option in ("--anchors", "--step"):
+                try:
+                    parse_marker(value)
+                except SpecError as e:
+                    raise SpecError(f"{option}: {e}") from None
+                continue
+            try:
+                re.compile(value)
+            except re.error as e:
+                raise SpecError(f"{option} {value!r}: not a valid regex ({e})") from None

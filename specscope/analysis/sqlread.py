@@ -36,10 +36,59 @@ from urllib.parse import quote
 import numpy as np
 
 _BATCH_ROWS = "65536"
+NULL_INT = int(np.iinfo(np.int64).min)
+"""What both readers return for a NULL cell of an int64 column (the queries ``coalesce``
+nullable columns; raw times may still be NULL in a damaged export, and
+:mod:`specscope.analysis.validate` drops such rows)."""
+
+
+def _arrow_ints(column) -> np.ndarray:
+    """An Arrow column as numpy, NULLs as :data:`NULL_INT`; ValueError for text or blobs."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if pa.types.is_null(column.type):
+        return np.full(len(column), NULL_INT, dtype=np.int64)
+    if not (pa.types.is_integer(column.type) or pa.types.is_floating(column.type)):
+        raise ValueError(f"a {column.type} value where the export should hold an integer")
+    if column.null_count:
+        column = pc.fill_null(column.cast(pa.int64(), safe=False), NULL_INT)
+    return column.to_numpy(zero_copy_only=False)
+
+
+def _int_rows(rows: list[tuple], width: int) -> np.ndarray:
+    """sqlite3 rows as an int64 array, NULLs as :data:`NULL_INT` (what ADBC gives);
+    ValueError for text or blobs."""
+    try:
+        return np.array(rows, dtype=np.int64).reshape(-1, width)
+    except (TypeError, ValueError, OverflowError):
+        pass
+    cells = np.array(rows, dtype=object).reshape(-1, width)
+    for v in cells.ravel():
+        if v is not None and not isinstance(v, int | float):
+            raise ValueError(f"a {type(v).__name__} value where the export should hold an integer")
+    cells[cells == None] = NULL_INT  # noqa: E711 (elementwise)
+    return cells.astype(np.int64)
 
 
 def readonly_uri(path: Path) -> str:
-    return f"file:{quote(str(path.resolve()))}?mode=ro"
+    """The URI that opens ``path`` read-only without creating anything beside it.
+
+    A WAL-mode database (header bytes 18-19 = 2) opened with ``mode=ro`` makes SQLite create
+    its ``-wal`` and ``-shm`` files next to it; when there is no ``-wal`` file (nothing pending
+    to read from one), ``immutable=1`` reads the file alone and creates nothing.
+    """
+    path = path.resolve()
+    uri = f"file:{quote(str(path))}?mode=ro"
+    try:
+        with path.open("rb") as f:
+            header = f.read(20)
+    except OSError:
+        return uri
+    wal = len(header) == 20 and header[18:20] == b"\x02\x02"
+    if wal and not path.with_name(path.name + "-wal").exists():
+        uri += "&immutable=1"
+    return uri
 
 
 def columnar_connection(path: Path):
@@ -137,7 +186,7 @@ def _adbc_batches(columnar, sql: str, ncols: int, dtypes: list[np.dtype], into=N
         cur.execute(sql)
         for batch in cur.fetch_record_batch():
             width = min(ncols, batch.num_columns)
-            cols = [batch.column(i).to_numpy(zero_copy_only=False) for i in range(width)]
+            cols = [_arrow_ints(batch.column(i)) for i in range(width)]
             if into is None:  # copies: no Arrow buffer outlives its batch
                 parts.append([np.array(c, dtype=dtypes[i]) for i, c in enumerate(cols)])
             else:
@@ -162,7 +211,7 @@ def _sqlite3_batches(
     cur = con.execute(sql)
     width = min(ncols, len(cur.description))
     while rows := cur.fetchmany(chunk):  # chunks: the tuples of a big export never all exist
-        arr = np.array(rows, dtype=np.int64).reshape(-1, len(cur.description))
+        arr = _int_rows(rows, len(cur.description))
         if into is None:
             parts.append([arr[:, i].astype(dtypes[i]) for i in range(width)])
         else:

@@ -35,6 +35,7 @@ import pandas as pd
 from specscope.analysis.launch_steps import launch_steps, pick_thread
 from specscope.analysis.loader import CHUNK_ROWS, CaptureMode, Trace
 from specscope.analysis.spec import StepSpec
+from specscope.analysis.validate import no_launch_note
 from specscope.errors import SpecError
 
 
@@ -261,7 +262,7 @@ def _pick_device(
     projected = ops["step"].to_numpy() >= skip
     if not projected.any():
         if trace.capture_mode is not CaptureMode.NO_CUDA:
-            notes.append("no GPU operation was launched inside the steps; GPU metrics are empty")
+            notes.append(f"{no_launch_note(trace)}; GPU metrics are empty")
         return ops, None
     per_device = pd.Series(ops["device_id"].to_numpy()[projected]).value_counts()
     if device is not None:

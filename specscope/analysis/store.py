@@ -1,4 +1,4 @@
-"""The results store: analysed runs appended to a SQLite database written with sqlite-utils.
+"""The results store: analysed runs appended to a SQLite database (readable with sqlite-utils).
 
 Tables (readable with the ``sqlite-utils`` CLI, e.g. ``sqlite-utils rows results.sqlite runs``):
 
@@ -12,9 +12,11 @@ Tables (readable with the ``sqlite-utils`` CLI, e.g. ``sqlite-utils rows results
     one row per (run, metric): ``run_id, metric, n, mean, p10, p50, p90, min, max, unit,
     available``.
 
-Runs are only ever appended; nothing earlier is overwritten. :func:`read_run` reads one back
-as a detached :class:`~specscope.analysis.run.Analysis`; :func:`is_results_db` tells a results
-database from an nsys export.
+Runs are only ever appended, each in one transaction (:mod:`.sqlwrite`); nothing earlier is
+overwritten, and a run written only in part (by an older specscope) is refused by
+:func:`read_run`, which reads one back as a detached
+:class:`~specscope.analysis.run.Analysis`; :func:`is_results_db` tells a results database from an
+nsys export.
 """
 
 from __future__ import annotations
@@ -27,11 +29,11 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 import pandas as pd
-import sqlite_utils
 
 from specscope.analysis.loader import open_readonly
 from specscope.analysis.metrics import StepMetrics
 from specscope.analysis.run import Analysis
+from specscope.analysis.sqlwrite import ensure_table, insert_rows, transaction
 from specscope.checksum import sha256_file
 from specscope.errors import SpecscopeError
 
@@ -47,12 +49,53 @@ def _num(x) -> float | None:
     return None if x is None or (isinstance(x, float) and math.isnan(x)) else float(x)
 
 
-def append_run(db_path: str | Path, a: Analysis) -> int:
+_RUN_COLUMNS = {
+    "id": "INTEGER",
+    "trace": "TEXT",
+    "sha256": "TEXT",
+    "nsys_version": "TEXT",
+    "schema_version": "TEXT",
+    "capture_mode": "TEXT",
+    "gpu": "TEXT",
+    "spec": "TEXT",
+    "skip": "INTEGER",
+    "pid": "INTEGER",
+    "tid": "INTEGER",
+    "device_id": "INTEGER",
+    "steps": "INTEGER",
+    "created_at": "TEXT",
+    "specscope_version": "TEXT",
+    "notes": "TEXT",
+}
+_STEP_COLUMNS = {
+    "run_id": "INTEGER",
+    "step": "INTEGER",
+    "metric": "TEXT",
+    "value": "FLOAT",
+    "unit": "TEXT",
+}
+_SUMMARY_COLUMNS = {
+    "run_id": "INTEGER",
+    "metric": "TEXT",
+    **dict.fromkeys(("mean", "p10", "p50", "p90", "min", "max"), "FLOAT"),
+    "n": "INTEGER",
+    "unit": "TEXT",
+    "available": "INTEGER",
+}
+_RUN_REF = {"run_id": "runs(id)"}
+
+
+def append_run(db_path: str | Path, a: Analysis, trace: str | None = None) -> int:
     """Append the analysis of an export (``a.source``: its path) to ``db_path`` (created if
-    absent); return its run id."""
-    db = sqlite_utils.Database(db_path)
+    absent); return its run id. ``trace``: what the ``trace`` column records (default: the
+    path).
+
+    The ``runs`` row, its step rows and its summary are written in one transaction
+    (:func:`~specscope.analysis.sqlwrite.transaction`): a reader sees the whole run or none of
+    it, a killed writer leaves nothing, and concurrent writers wait for each other.
+    """
     run = {
-        "trace": a.source,
+        "trace": a.source if trace is None else trace,
         "sha256": sha256_file(a.source),
         "nsys_version": a.nsys_version,
         "schema_version": a.schema_version,
@@ -68,36 +111,37 @@ def append_run(db_path: str | Path, a: Analysis) -> int:
         "specscope_version": _specscope_version(),
         "notes": json.dumps(a.notes),
     }
-    with db.conn:
-        run_id = db["runs"].insert(run, pk="id").last_pk
-        long = a.frame.reset_index().melt(id_vars="step", var_name="metric")
-        db["step_metrics"].insert_all(
+    units = a.summary["unit"].to_dict()
+    long = a.frame.reset_index().melt(id_vars="step", var_name="metric")
+    with transaction(db_path) as con:
+        ensure_table(con, "runs", _RUN_COLUMNS, pk="id")
+        ensure_table(con, "step_metrics", _STEP_COLUMNS, references=_RUN_REF)
+        ensure_table(con, "summary", _SUMMARY_COLUMNS, references=_RUN_REF)
+        run_id = insert_rows(con, "runs", list(run), [tuple(run.values())])
+        insert_rows(
+            con,
+            "step_metrics",
+            list(_STEP_COLUMNS),
             (
-                {
-                    "run_id": run_id,
-                    "step": int(r.step),
-                    "metric": r.metric,
-                    "value": _num(r.value),
-                    "unit": a.summary.loc[r.metric, "unit"],
-                }
+                (run_id, int(r.step), r.metric, _num(r.value), units[r.metric])
                 for r in long.itertuples(index=False)
             ),
-            foreign_keys=[("run_id", "runs", "id")],
-            batch_size=1000,
         )
-        db["summary"].insert_all(
+        insert_rows(
+            con,
+            "summary",
+            list(_SUMMARY_COLUMNS),
             (
-                {
-                    "run_id": run_id,
-                    "metric": metric,
-                    **{k: _num(row[k]) for k in ("mean", "p10", "p50", "p90", "min", "max")},
-                    "n": int(row["n"]),
-                    "unit": row["unit"],
-                    "available": metric not in a.unavailable,
-                }
+                (
+                    run_id,
+                    metric,
+                    *(_num(row[k]) for k in ("mean", "p10", "p50", "p90", "min", "max")),
+                    int(row["n"]),
+                    row["unit"],
+                    metric not in a.unavailable,
+                )
                 for metric, row in a.summary.iterrows()
             ),
-            foreign_keys=[("run_id", "runs", "id")],
         )
     return int(run_id)
 
@@ -144,6 +188,18 @@ def _read_tables(con: sqlite3.Connection, run_id: int) -> tuple[pd.DataFrame, pd
     return long, summary
 
 
+def _check_whole(path, row: sqlite3.Row, long: pd.DataFrame, stored: pd.DataFrame) -> None:
+    """Refuse a run written only in part (no summary, or fewer step rows than its steps):
+    what an interrupted writer of an older specscope left behind."""
+    steps = row["steps"] or 0
+    if len(stored) and (steps == 0 or long["step"].nunique() == steps):
+        return
+    raise SpecscopeError(
+        f"{path}: run {row['id']} was not completely written (no summary or missing step rows; "
+        "an interrupted `analyze --db`?); analyse its export again and use the new run"
+    )
+
+
 def read_run(path: str | Path, run_id: int | None = None) -> Analysis:
     """Run ``run_id`` (default: the latest) of a results database, as a detached analysis.
 
@@ -158,6 +214,7 @@ def read_run(path: str | Path, run_id: int | None = None) -> Analysis:
         raise SpecscopeError(f"{path}: not a readable results database ({e})") from None
     finally:
         con.close()
+    _check_whole(path, row, long, stored)
     order = list(dict.fromkeys(long["metric"]))
     frame = long.pivot(index="step", columns="metric", values="value").reindex(columns=order)
     frame.columns.name = None

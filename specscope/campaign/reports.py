@@ -15,9 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import sqlite_utils
-
 from specscope.analysis.spec import load_preset
+from specscope.analysis.sqlwrite import insert_dicts, transaction
 from specscope.campaign import tables
 from specscope.campaign.results import CampaignResults
 from specscope.reports.overview import overview_markdown
@@ -32,11 +31,13 @@ class Written:
     reports: list[Path] = field(default_factory=list)
 
 
-def _replace(db: sqlite_utils.Database, table: str, campaign: str, rows: list[dict]) -> None:
-    if table in db.table_names():
-        db[table].delete_where("campaign = ?", [campaign])
-    if rows:
-        db[table].insert_all([{"campaign": campaign, **r} for r in rows], alter=True)
+def _replace(db_path: Path, table: str, campaign: str, rows: list[dict]) -> None:
+    """Replace the campaign's rows of ``table`` in one transaction (old rows or new, never
+    neither)."""
+    with transaction(db_path) as con:
+        if con.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (table,)).fetchone():
+            con.execute(f'DELETE FROM "{table}" WHERE campaign = ?', (campaign,))
+        insert_dicts(con, table, [{"campaign": campaign, **r} for r in rows])
 
 
 def provenance(res: CampaignResults) -> str:
@@ -108,9 +109,10 @@ def write_campaign_reports(
     c, out = res.campaign, res.out
     rows = tables.metric_rows(res)
     found = tables.comparisons(res)
-    db = sqlite_utils.Database(res.db)
-    _replace(db, "campaign_metrics", c.name, rows.to_dict("records"))
-    _replace(db, "campaign_comparisons", c.name, tables.comparison_rows(found).to_dict("records"))
+    _replace(res.db, "campaign_metrics", c.name, rows.to_dict("records"))
+    _replace(
+        res.db, "campaign_comparisons", c.name, tables.comparison_rows(found).to_dict("records")
+    )
     written = Written(res.db, out / OVERVIEW)
     if reports:
         for (cell, mode), comps in found.items():

@@ -28,6 +28,7 @@ import sqlite_utils
 from specscope.analysis.inputs import ResolvedInput, analyze_with_provenance
 from specscope.analysis.run import AnalyzeOptions
 from specscope.analysis.spec import load_preset
+from specscope.analysis.sqlwrite import insert_dicts, transaction
 from specscope.analysis.store import append_run
 from specscope.campaign.matrix import MODES, Campaign
 from specscope.campaign.record import read_log
@@ -127,8 +128,7 @@ def analyze_folder(
                 sha = sha256_file(export)
                 run_id = _existing_run_id(db, e["export"], sha)
                 if run_id is None:
-                    run_id = append_run(db_path, a)
-                    db["runs"].update(run_id, {"trace": e["export"]})
+                    run_id = append_run(db_path, a, trace=e["export"])
                 row["run_id"] = run_id
                 label = f"{e['cell']}/{e['mode']}/{e['variant']}/r{e['rep']}"
                 a = dataclasses.replace(a, batch_size=e.get("bs"), source=label)
@@ -137,7 +137,8 @@ def analyze_folder(
                     ResolvedInput(str(export), a, export, out / e["run_dir"], manifest, sha)
                 )
         res.rows[run_id_text] = row
-    db["campaign_runs"].upsert_all(list(res.rows.values()), pk="id", alter=True)
+    with transaction(db_path) as con:  # all rows or none (sqlwrite)
+        insert_dicts(con, "campaign_runs", list(res.rows.values()), pk="id")
     ok = sum(len(v) for v in res.inputs.values())
     say(f"analysed {ok} export(s) into {db_path}")
     return res

@@ -18,6 +18,7 @@ here beyond formatting.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 
 from specscope.analysis import catalog
@@ -34,6 +35,23 @@ from specscope.reports.text import unit_text, with_minus
 # The rows of the table users paste into PRs for the default preset (kept for callers; a
 # comparison's own default rows are its spec's: :func:`default_rows`).
 DEFAULT_ROWS = load_preset(DEFAULT_PRESET).report.rows
+
+
+_MD_ESCAPES = {"\\": "\\\\", "|": "\\|", "`": "\\`", "<": "&lt;", ">": "&gt;", "\n": " ", "\r": " "}
+
+
+def md_text(text: object) -> str:
+    """``text`` safe in Markdown prose and table cells: ``|`` cannot split a cell, a backtick
+    cannot open a code span, ``<``/``>`` cannot open raw HTML, a newline cannot end the row."""
+    return "".join(_MD_ESCAPES.get(ch, ch) for ch in str(text))
+
+
+def md_code(text: object) -> str:
+    """``text`` as an inline code span (fenced with more backticks than it holds), one line."""
+    text = " ".join(str(text).splitlines())
+    fence = "`" * (max((len(r) for r in re.findall("`+", text)), default=0) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
 
 
 def display_name(metric: str) -> str:
@@ -90,11 +108,11 @@ def markdown_table(comparisons: Sequence[Comparison], metrics: Sequence[str] | N
     for c in comparisons:
         header += [c.labels[1], "change"]
     lines = [
-        "| " + " | ".join(header) + " |",
+        "| " + " | ".join(md_text(h) for h in header) + " |",
         "| --- |" + " ---: |" * (len(header) - 1),
     ]
     for metric in _rows(comparisons, metrics):
-        cells = [display_name(metric)]
+        cells = [md_text(display_name(metric))]
         for i, c in enumerate(comparisons):
             if metric not in c.metrics.index:
                 cells += (["n/a"] if i == 0 else []) + ["n/a", "n/a"]
@@ -143,7 +161,7 @@ def provenance(comparisons: Sequence[Comparison]) -> str:
     skip_note = f" (after {skipped} warm-up skipped)" if skipped and skipped != "0" else ""
     parts.append("steps counted: " + ", ".join(counted) + skip_note)
     parts.append("medians per step")
-    return " · ".join(parts)
+    return md_text(" · ".join(parts))
 
 
 def render(comparisons: Sequence[Comparison], metrics: Sequence[str] | None = None) -> str:

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from specscope.reports.markdown import display_name
+from specscope.reports.markdown import display_name, md_text
 
 
 def _num(x: float, digits: int = 0) -> str:
@@ -30,8 +30,8 @@ def _times(x: float) -> str:
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[str]], right_from: int = 2) -> str:
     align = ["---" if i < right_from else "---:" for i in range(len(header))]
-    lines = ["| " + " | ".join(header) + " |", "| " + " | ".join(align) + " |"]
-    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    lines = ["| " + " | ".join(map(md_text, header)) + " |", "| " + " | ".join(align) + " |"]
+    lines += ["| " + " | ".join(map(md_text, r)) + " |" for r in rows]
     return "\n".join(lines)
 
 

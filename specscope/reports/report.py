@@ -81,13 +81,14 @@ def summary_markdown(
     views: Sequence[MedianStep | None],
 ) -> str:
     """[C]'s PR table and provenance line, then every input's provenance."""
-    lines = [f"# specscope report: {html.page_title(labels)}", "", markdown.render(comparisons)]
-    lines += ["## Inputs", ""]
+    md = markdown
+    lines = [f"# specscope report: {md.md_text(html.page_title(labels))}", ""]
+    lines += [md.render(comparisons), "## Inputs", ""]
     for i, label, view in zip(inputs, labels, views, strict=True):
-        lines.append(f"### {label}")
+        lines.append(f"### {md.md_text(label)}")
         lines.append("")
-        lines += [f"- {k}: `{v}`" for k, v in input_facts(i, label, view)]
-        lines += [f"- note: {n}" for n in i.analysis.notes]
+        lines += [f"- {k}: {md.md_code(v)}" for k, v in input_facts(i, label, view)]
+        lines += [f"- note: {md.md_text(n)}" for n in i.analysis.notes]
         lines.append("")
     return "\n".join(lines)
 

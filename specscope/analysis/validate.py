@@ -1,0 +1,170 @@
+"""Checks on a loaded export: damaged rows are dropped with a note, never turned into numbers.
+
+A damaged or hand-edited export can hold times no profiler writes. Left in, they give absurd
+metrics with exit 0 (a NULL end read as -9.2e18 makes a 9.2e15 µs window; an end before its
+start a negative busy time). :func:`clean` runs once after loading and drops, from the GPU
+operations, the CUDA API calls and the NVTX ranges, every row whose times are impossible:
+
+=====================  ======================================================================
+reason                 rule (times in ns, as in the export)
+=====================  ======================================================================
+no start time          ``start`` is NULL (read as :data:`~specscope.analysis.sqlread.NULL_INT`)
+no end time            ``end`` is NULL (open NVTX ranges are counted apart, as before)
+end before start       ``end < start``
+beyond the capture     ``end > duration + CAPTURE_SLACK_NS`` or ``start < -CAPTURE_SLACK_NS``,
+                       ``duration`` from ``ANALYSIS_DETAILS``; without it, any time beyond
+                       ±2^62 ns (146 years)
+=====================  ======================================================================
+
+``StringIds`` values that are not text (NULL, a blob) are made readable first
+(:func:`readable_strings`). Each drop becomes one note, e.g. ``dropped 3 of 5120 GPU operation
+rows of the export: 2 end before start, 1 no start time (a damaged export?)``. What is left has
+durations ≥ 0 and every window inside the capture, so occupancy stays within 0-100 %.
+
+:func:`no_launch_note` explains an empty projection: when CUDA API calls share a correlation id
+(a damaged export), GPU operations cannot be matched to their launches, and it says so instead
+of "no GPU operation was launched inside the steps".
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from specscope.analysis.sqlread import NULL_INT
+
+CAPTURE_SLACK_NS = 1_000_000_000
+"""How far outside ``[0, duration]`` of the capture a time may lie (clock skew between CPU and
+GPU timestamps, events recorded while the capture stopped)."""
+_FAR_NS = 1 << 62
+
+
+def capture_bounds(trace) -> tuple[int, int]:
+    """``(lowest, highest)`` plausible time of the export (module doc)."""
+    if trace.has("ANALYSIS_DETAILS"):
+        try:
+            rows = trace.query("SELECT max(duration) FROM ANALYSIS_DETAILS")
+        except Exception:  # a damaged table: fall back to the wide bounds
+            rows = []
+        duration = rows[0][0] if rows else None
+        if isinstance(duration, int) and 0 < duration < _FAR_NS:
+            return -CAPTURE_SLACK_NS, duration + CAPTURE_SLACK_NS
+    return -_FAR_NS, _FAR_NS
+
+
+def bad_times(start: np.ndarray, end: np.ndarray, bounds: tuple[int, int]) -> dict[str, np.ndarray]:
+    """Reason -> mask of the rows dropped for it (each row under its first reason only)."""
+    lo, hi = bounds
+    rules = {
+        "no start time": start == NULL_INT,
+        "no end time": end == NULL_INT,
+        "end before start": end < start,
+        "beyond the capture": (end > hi) | (start < lo),
+    }
+    seen = np.zeros(len(start), dtype=bool)
+    out = {}
+    for reason, mask in rules.items():
+        mask &= ~seen
+        if mask.any():
+            out[reason] = mask
+            seen |= mask
+    return out
+
+
+def _note(what: str, total: int, masks: dict[str, np.ndarray]) -> str:
+    n = sum(int(m.sum()) for m in masks.values())
+    parts = ", ".join(f"{int(m.sum())} {reason}" for reason, m in masks.items())
+    return f"dropped {n} of {total} {what} rows of the export: {parts} (a damaged export?)"
+
+
+def _keep(start, end, bounds, what: str, notes: list[str]) -> np.ndarray | None:
+    """Mask of the rows to keep, None when all are (a note for the dropped ones)."""
+    masks = bad_times(np.asarray(start), np.asarray(end), bounds)
+    if not masks:
+        return None
+    notes.append(_note(what, len(start), masks))
+    return ~np.logical_or.reduce(list(masks.values()))
+
+
+def clean(trace) -> list[str]:
+    """Drop the rows with impossible times from ``trace`` (module doc); the notes.
+
+    Replaces the loaded CUDA API calls, GPU operations and NVTX ranges of ``trace`` (its
+    cached frames) before any analysis reads them; the API calls first, so that operations
+    are matched to their launches among the valid calls only.
+    """
+    notes: list[str] = []
+    bounds = capture_bounds(trace)
+    d = trace.__dict__
+    d["strings"] = readable_strings(trace.strings)
+    if trace.has("CUPTI_ACTIVITY_KIND_RUNTIME"):
+        runtime = trace._runtime
+        keep = _keep(runtime[0], runtime[1], bounds, "CUDA API call", notes)
+        if keep is not None:
+            d["_runtime"] = [c[keep] for c in runtime]
+        notes += duplicate_note(trace)
+    ops = trace.ops
+    keep = _keep(
+        ops["start_ns"].to_numpy(), ops["end_ns"].to_numpy(), bounds, "GPU operation", notes
+    )
+    if keep is not None:
+        d["ops"] = ops[keep].reset_index(drop=True)
+    nvtx, unclosed = trace._nvtx_all
+    keep = _keep(
+        nvtx["start_ns"].to_numpy(), nvtx["end_ns"].to_numpy(), bounds, "NVTX range", notes
+    )
+    if keep is not None:
+        d["_nvtx_all"] = (nvtx[keep].reset_index(drop=True), unclosed)
+    return notes
+
+
+def validated(trace) -> list[str]:
+    """:func:`clean` ``trace`` once (later calls return the same notes): every analysis of a
+    loaded export calls this before it reads a frame."""
+    if "_clean_notes" not in trace.__dict__:
+        trace.__dict__["_clean_notes"] = clean(trace)
+    return list(trace.__dict__["_clean_notes"])
+
+
+def readable_strings(strings: dict) -> dict[int, str]:
+    """``StringIds`` with every value a string: a blob decoded as UTF-8 (invalid bytes
+    replaced), a NULL or number shown as ``<string ID>``; rows without an integer id left out."""
+    out = {}
+    for i, v in strings.items():
+        if not isinstance(i, int):
+            continue
+        if isinstance(v, bytes):
+            v = v.decode("utf-8", "replace")
+        out[i] = v if isinstance(v, str) else f"<string {i}>"
+    return out
+
+
+def _duplicates(trace) -> int:
+    """CUDA API calls (correlation id > 0) sharing their (process, correlation id)."""
+    if not trace.has("CUPTI_ACTIVITY_KIND_RUNTIME"):
+        return 0
+    _, _, gtid, corr, _ = trace._runtime
+    has = corr > 0
+    keys = pd.Series(((gtid[has] >> 24) & 0xFFFFFF) << 38 | corr[has])
+    return int(keys.duplicated(keep=False).sum())
+
+
+def duplicate_note(trace) -> list[str]:
+    """A note when CUDA API calls share correlation ids (their operations may be misplaced)."""
+    n = _duplicates(trace)
+    if not n:
+        return []
+    return [
+        f"{n} CUDA API calls share a correlation id with another (a damaged export?): their "
+        "GPU operations are matched to the first of them and may land in the wrong step"
+    ]
+
+
+def no_launch_note(trace) -> str:
+    """Why no GPU operation was projected onto the steps (module doc)."""
+    if _duplicates(trace):
+        return (
+            "no GPU operation could be matched to a launch inside the steps: CUDA API calls "
+            "share correlation ids (a damaged export?)"
+        )
+    return "no GPU operation was launched inside the steps"
