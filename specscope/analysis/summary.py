@@ -101,20 +101,6 @@ def totals(trace: Trace) -> dict[str, pd.DataFrame]:
     return {"kernels": kernels, "memory": memory}
 
 
-def nvtx_ranges(trace: Trace) -> pd.DataFrame:
-    """Per NVTX range name and domain (what to put in a step spec): ``count`` (ranges),
-    ``mean_us`` (mean duration) and ``threads`` (distinct threads that opened one); most
-    frequent first, then by name. Ranges never closed are not in ``trace.nvtx``
-    (``trace.unclosed_ranges`` counts them)."""
-    nvtx = trace.nvtx.assign(dur_us=(trace.nvtx["end_ns"] - trace.nvtx["start_ns"]) / 1e3)
-    return (
-        nvtx.groupby(["name", "domain"], observed=True)
-        .agg(count=("dur_us", "size"), mean_us=("dur_us", "mean"), threads=("tid", "nunique"))
-        .reset_index()
-        .sort_values(["count", "name"], ascending=[False, True], kind="stable")
-    )
-
-
 def unavailable_by_reason(metrics: StepMetrics) -> dict[str, list[str]]:
     """The unavailable metrics (``metrics.unavailable``) grouped by why, in first-seen order."""
     reasons: dict[str, list[str]] = {}

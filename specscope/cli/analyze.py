@@ -254,7 +254,12 @@ def analyze(traces: tuple[Path, ...], spec_args: SpecArgs, fmt: str, db: Path | 
     Example: specscope analyze rank0.sqlite rank1.sqlite --skip 2 --format csv
     """
     from specscope.analysis.progress import progress_bar
+    from specscope.analysis.spec import check_regexes
+    from specscope.analysis.targets import check_db_target
 
+    check_regexes({"--collective": collective})
+    if db is not None:
+        check_db_target(db, traces)
     if len(traces) > 1 or traces[0].is_dir() or dask_scheduler is not None:
         if totals or timeline:
             raise SpecError("--totals and --timeline need a single export; analyse it alone")

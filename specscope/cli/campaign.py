@@ -49,10 +49,12 @@ def campaign_cmd(
 
     Example: specscope campaign campaigns/eagle.toml --out campaign-h200 --budget-s 480
     """
+    from specscope.analysis.targets import check_output_dir
     from specscope.campaign.matrix import load_campaign, plan, select
 
     c = load_campaign(matrix)
     runs = select(plan(c), only)
+    check_output_dir(out, "--out", [matrix])
     if dry_run:
         for r in runs:
             click.echo(f"{r.id}\tspecscope run {' '.join(r.run_args)}")

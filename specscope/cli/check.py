@@ -10,11 +10,12 @@ from specscope.cli import Command
 from specscope.cli.options import SpecArgs, spec_options, warn
 
 
-def _check_junit(junit_path: Path | None, force: bool) -> None:
-    if junit_path is not None and junit_path.exists() and not force:
-        raise click.UsageError(f"{junit_path} exists; remove it or pass --force to overwrite it")
-    if junit_path is not None and not junit_path.parent.is_dir():
-        raise click.UsageError(f"{junit_path.parent}: no such directory for --junit")
+def _check_junit(junit_path: Path | None, force: bool, inputs) -> None:
+    """``--junit``: a writable file that is no input; an existing one only with ``--force``."""
+    from specscope.analysis.targets import check_output_file
+
+    if junit_path is not None:
+        check_output_file(junit_path, "--junit", inputs, overwrite=force)
 
 
 @click.command("check", cls=Command)
@@ -56,7 +57,7 @@ def check_cmd(runs: tuple[str, ...], thresholds_path: str, baseline_refs: tuple[
         pooled_summary,
     )
 
-    _check_junit(junit_path, force)
+    _check_junit(junit_path, force, [*runs, *baseline_refs])
     rules = load_rules(thresholds_path)
     measured = spec_args.analyses(runs)
     baseline = spec_args.analyses(baseline_refs) if baseline_refs else None

@@ -23,9 +23,11 @@ def demo_cmd(out: Path, examples: Path | None) -> None:
 
     Example: specscope demo --out reports
     """
+    from specscope.analysis.targets import check_output_dir
     from specscope.campaign.demo import run_demo
     from specscope.reports.markdown import render
 
+    check_output_dir(out, "--out")
     result = run_demo(out, examples)
     if result.fallback:
         warn("examples/ holds no exports; using the test fixtures under tests/data/")

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from specscope.cli import Command
-from specscope.cli.options import format_option, table_text
+from specscope.cli.options import format_option, table_text, warn
 from specscope.errors import TraceError
 
 
@@ -24,8 +24,11 @@ def graphs_cmd(trace: Path, fmt: str) -> None:
     """
     from specscope.analysis.graphs import thread_graphs
     from specscope.analysis.loader import CaptureMode, load
+    from specscope.analysis.validate import validated
 
     t = load(trace)
+    for note in validated(t):
+        warn(note)
     threads = thread_graphs(t)
     if not threads:
         if t.capture_mode is CaptureMode.NO_CUDA or t.ops.empty:

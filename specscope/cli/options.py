@@ -126,10 +126,19 @@ class SpecArgs:
 
     @functools.cached_property
     def spec(self) -> StepSpec:
-        """The StepSpec the options describe (the ``eagle`` preset by default)."""
-        from specscope.analysis.spec import spec_from_cli
+        """The StepSpec the options describe (the ``eagle`` preset by default); every regex
+        among them compiled first (one error line naming the option)."""
+        from specscope.analysis.spec import check_regexes, spec_from_cli
 
-        return spec_from_cli(*(self.values[k] for k in _SPEC_NAMES))
+        v = self.values
+        check_regexes(
+            {
+                "--count-kernels": v["count_kernels"],
+                "--step": v["step_name"],
+                "--anchors": [a.partition("=")[2] for a in (v["anchors"] or "").split(",")],
+            }
+        )
+        return spec_from_cli(*(v[k] for k in _SPEC_NAMES))
 
     @property
     def spec_given(self) -> bool:
@@ -141,7 +150,9 @@ class SpecArgs:
     def options(self) -> AnalyzeOptions:
         """The AnalyzeOptions the options describe."""
         from specscope.analysis.run import AnalyzeOptions
+        from specscope.analysis.spec import check_regexes
 
+        check_regexes({"--count-kernels": self.values["count_kernels"]})
         names = {f.name for f in dataclasses.fields(AnalyzeOptions)}
         return AnalyzeOptions(**{k: v for k, v in self.values.items() if k in names})
 

@@ -70,8 +70,12 @@ def profile(
 
     Example: specscope profile --label base --analyze eagle -- python3 loop.py --steps 30
     """
+    from specscope.analysis.targets import check_db_target, check_output_dir
     from specscope.profiler.profile import profile as run_profile
 
+    check_output_dir(out, "--out")
+    if db is not None:
+        check_db_target(db)
     flags = ProfileFlags(
         trace=parse_trace(trace),
         graph_trace=graph_trace,

@@ -1,4 +1,5 @@
-"""``specscope ranges``: the NVTX range names of an export, with counts."""
+"""``specscope ranges``: the NVTX range names of an export, with counts, nesting depth and the
+GPU work projected onto them."""
 
 from __future__ import annotations
 
@@ -14,19 +15,29 @@ from specscope.cli.options import emit, format_option, warn
 @click.argument("trace", type=click.Path(path_type=Path))
 @format_option("table", "csv", "json")
 def ranges(trace: Path, fmt: str) -> None:
-    """List the NVTX range names of an export with counts (what to put in a step spec).
+    """List the NVTX range names of an export (what to put in a step spec): count, mean
+    duration, threads, mean nesting depth, and the GPU operations and GPU µs projected onto each
+    range (work launched from inside it, as nsys's nvtx_gpu_proj_sum): a step is usually a
+    depth-0 range with GPU work.
 
     Example: specscope ranges trace.sqlite
     """
     from specscope.analysis.loader import load
-    from specscope.analysis.summary import nvtx_ranges
+    from specscope.analysis.projection import nvtx_ranges
+    from specscope.analysis.validate import validated
 
     t = load(trace)
-    table = nvtx_ranges(t)
+    for note in validated(t):
+        warn(note)
     if t.unclosed_ranges:
         warn(f"{t.unclosed_ranges} NVTX range(s) never closed were ignored")
+    table = nvtx_ranges(t)
     if table.empty:
-        warn(f"{trace}: the export has no NVTX ranges (was it recorded with -t nvtx?)")
+        click.echo(
+            f"{trace}: no NVTX ranges (recorded without -t nvtx, or an unmodified program): "
+            "`specscope graphs TRACE` finds steps from CUDA graph launches"
+        )
+        return
     emit(table.set_index("name"), fmt)
 
 

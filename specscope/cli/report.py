@@ -99,11 +99,15 @@ def report_cmd(ctx: click.Context, inputs: tuple[str, ...], labels: str | None, 
     """
     from specscope.analysis.compare import compare_runs
     from specscope.analysis.inputs import resolve
+    from specscope.analysis.spec import check_regexes
+    from specscope.analysis.targets import check_output_dir
     from specscope.cli.compare import compare_cmd
     from specscope.reports.report import new_report_dir, write_report
     from specscope.reports.reproduce import reproduce_commands
 
     names = _labels(labels, len(inputs))
+    check_regexes({"--highlight": highlight})
+    check_output_dir(out, "--out", inputs)
     gap, highlight = _gap_and_highlight(spec_args.spec, gap, highlight)
     resolved = [resolve(ref, spec_args.spec, spec_args.options) for ref in inputs]
     stats = {"noise_floor_pct": noise_floor, "min_steps": min_steps, "seed": seed}

@@ -1,0 +1,121 @@
+"""GPU work projected onto NVTX ranges, and how deep each range is nested: what ``specscope
+ranges`` shows so that a user can tell which range is a real step.
+
+**Projection** (as ``nsys stats -r nvtx_gpu_proj_sum`` does it) ::
+
+    host thread  [---------------- range R ----------------]
+                   launch a   launch b          launch c
+    GPU                 [a]        [b]                    [c]
+                        |<----- projected span of R ----->|
+
+A GPU operation belongs to range R when the CUDA API call that launched it started inside R on
+R's thread (the rule of every per-step metric, :mod:`specscope.analysis.steps`). An operation
+counts for every range that encloses its launch, nested ones included. Per range instance:
+``gpu_ops`` (operations), ``gpu_us`` (their summed device time) and ``gpu_proj_us`` (first GPU
+start to last GPU end of those operations; 0 without any).
+
+**Depth** ::
+
+    [------------------------ step ------------------------]      depth 0
+      [-- draft.prepare --][-- draft.replay --]                   depth 1
+                              [- inner -]                         depth 2
+
+A range's depth is the number of ranges of the same thread that enclose it (start before or at
+its start, end at or after its end; of two ranges with identical bounds the first recorded
+encloses the second). Only closed ranges count (``Trace.nvtx``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from specscope.analysis.loader import Trace
+
+
+def range_depths(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Depth of each range of one thread (module doc), in the input order."""
+    order = np.lexsort((-ends, starts))  # by start, the longer first
+    depth = np.zeros(len(starts), dtype=np.int64)
+    open_ends: list[int] = []  # ends of the ranges enclosing the current one
+    for i in order:
+        while open_ends and open_ends[-1] < ends[i]:
+            open_ends.pop()
+        depth[i] = len(open_ends)
+        open_ends.append(int(ends[i]))
+    return depth
+
+
+def _thread_projection(
+    r_start: np.ndarray, r_end: np.ndarray, launch: np.ndarray, g_start: np.ndarray,
+    g_end: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
+    """Per range of one thread: operations, summed device ns and projected span ns of the
+    operations whose launch (sorted ``launch``) lies inside it."""
+    lo = np.searchsorted(launch, r_start, side="left")
+    hi = np.searchsorted(launch, r_end, side="right")
+    dur = np.concatenate([[0], np.cumsum(g_end - g_start)])
+    n = hi - lo
+    busy = dur[hi] - dur[lo]
+    span = np.zeros(len(r_start), dtype=np.int64)
+    for k in np.flatnonzero(n):
+        span[k] = g_end[lo[k] : hi[k]].max() - g_start[lo[k] : hi[k]].min()
+    return n, busy, span
+
+
+def range_instances(trace: Trace) -> pd.DataFrame:
+    """Every closed NVTX range with ``depth``, ``gpu_ops``, ``gpu_us``, ``gpu_proj_us``
+    (module doc) beside ``name, domain, pid, tid, start_ns, end_ns``."""
+    nvtx = trace.nvtx
+    cols = ["name", "domain", "pid", "tid", "start_ns", "end_ns"]
+    out = nvtx[cols].copy()
+    for c in ("depth", "gpu_ops"):
+        out[c] = np.zeros(len(out), dtype=np.int64)
+    for c in ("gpu_us", "gpu_proj_us"):
+        out[c] = np.zeros(len(out))
+    if out.empty:
+        return out
+    ops = trace.ops
+    launched = ops[ops["api_tid"] >= 0]
+    by_thread = {
+        k: g.sort_values("api_start_ns", kind="stable")
+        for k, g in launched.groupby(["pid", "api_tid"], sort=False)
+    }
+    for (pid, tid), idx in out.groupby(["pid", "tid"], sort=False).indices.items():
+        s, e = out["start_ns"].to_numpy()[idx], out["end_ns"].to_numpy()[idx]
+        out.iloc[idx, out.columns.get_loc("depth")] = range_depths(s, e)
+        g = by_thread.get((pid, tid))
+        if g is None:
+            continue
+        n, busy, span = _thread_projection(
+            s, e, g["api_start_ns"].to_numpy(), g["start_ns"].to_numpy(), g["end_ns"].to_numpy()
+        )
+        out.iloc[idx, out.columns.get_loc("gpu_ops")] = n
+        out.iloc[idx, out.columns.get_loc("gpu_us")] = busy / 1e3
+        out.iloc[idx, out.columns.get_loc("gpu_proj_us")] = span / 1e3
+    return out
+
+
+def nvtx_ranges(trace: Trace) -> pd.DataFrame:
+    """Per NVTX range name and domain (what to put in a step spec): ``count`` (ranges),
+    ``mean_us`` (mean duration), ``threads`` (distinct threads that opened one), ``depth``
+    (mean nesting depth), ``gpu_ops`` (GPU operations per range, mean), ``gpu_us`` (their
+    device time per range, mean) and ``gpu_proj_us`` (mean projected span); most frequent
+    first, then by name. A step is usually a range of depth 0 with GPU work in every instance.
+    Ranges never closed are not counted (``trace.unclosed_ranges``)."""
+    r = range_instances(trace)
+    r["dur_us"] = (r["end_ns"] - r["start_ns"]) / 1e3
+    return (
+        r.groupby(["name", "domain"], observed=True)
+        .agg(
+            count=("dur_us", "size"),
+            mean_us=("dur_us", "mean"),
+            threads=("tid", "nunique"),
+            depth=("depth", "mean"),
+            gpu_ops=("gpu_ops", "mean"),
+            gpu_us=("gpu_us", "mean"),
+            gpu_proj_us=("gpu_proj_us", "mean"),
+        )
+        .reset_index()
+        .sort_values(["count", "name"], ascending=[False, True], kind="stable")
+    )
