@@ -49,26 +49,24 @@ ACCEPT_MODES = ("sim", "real")
 class LoopConfig:
     """Everything a run depends on; `graphs=None` means on for CUDA, off for the CPU."""
 
-    variant: str = "env"
-    bs: int = 1
-    steps: int = 50
-    warmup: int = 10
-    context: int = 8192
-    index_kpool: int = 4
-    device: str = "cuda"
+    variant: str = "env"  # a name of VARIANT_NAMES; "env" reads the environment flags
+    bs: int = 1  # requests per batch
+    steps: int = 50  # measured decode steps
+    warmup: int = 10  # decode steps before the measured ones
+    context: int = 8192  # prompt length (requests vary it down by up to 1/8, at most 96)
+    index_kpool: int = 4  # tokens pooled into one index key (k: 1, 2, 4 or 8)
+    device: str = "cuda"  # cuda or cpu
     graphs: bool | None = None
-    nvtx: bool = True
-    accept_mode: str = "sim"
-    accept_len: float = 5.0
-    seed: int = 0
-    hidden: int = 1024
-    layers: int = 4
-    draft_layers: int = 1
-    vocab: int = 1024
-    page_size: int = 64
-    index_topk: int = 2048
-    spec_steps: int = 5  # speculative_num_steps N: N - 1 draft forwards, T = N + 1
-    max_new_tokens: int | None = None  # per request; a finished request is replaced
+    nvtx: bool = True  # NVTX ranges (domain specscope) around steps and phases
+    accept_mode: str = "sim"  # sim: accept lengths drawn from the seed; real: the target's
+    accept_len: float = 5.0  # mean accept length in sim mode (tokens per request per step)
+    seed: int = 0  # of the weights, prompts and simulated acceptance
+    hidden: int = 1024  # model width
+    layers: int = 4  # target model layers
+    draft_layers: int = 1  # draft model layers
+    vocab: int = 1024  # vocabulary size
+    page_size: int = 64  # KV slots per page (P)
+    index_topk: int = 2048  # keys each query attends to (K)
     num_sms: int | None = None  # default: the GPU's SM count, 8 on the CPU
 
     @property
