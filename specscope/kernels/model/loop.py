@@ -67,6 +67,8 @@ class LoopConfig:
     vocab: int = 1024  # vocabulary size
     page_size: int = 64  # KV slots per page (P)
     index_topk: int = 2048  # keys each query attends to (K)
+    spec_steps: int = 5  # speculative_num_steps N: N - 1 draft forwards, T = N + 1
+    max_new_tokens: int | None = None  # per request; a finished request is replaced
     num_sms: int | None = None  # default: the GPU's SM count, 8 on the CPU
 
     @property
