@@ -39,23 +39,7 @@ _BATCH_ROWS = "65536"
 
 
 def readonly_uri(path: Path) -> str:
-    """The URI that opens ``path`` read-only without creating anything beside it.
-
-    A WAL-mode database (header bytes 18-19 = 2) opened with ``mode=ro`` makes SQLite create
-    its ``-wal`` and ``-shm`` files next to it; when there is no ``-wal`` file (nothing pending
-    to read from one), ``immutable=1`` reads the file alone and creates nothing.
-    """
-    path = path.resolve()
-    uri = f"file:{quote(str(path))}?mode=ro"
-    try:
-        with path.open("rb") as f:
-            header = f.read(20)
-    except OSError:
-        return uri
-    wal = len(header) == 20 and header[18:20] == b"\x02\x02"
-    if wal and not path.with_name(path.name + "-wal").exists():
-        uri += "&immutable=1"
-    return uri
+    return f"file:{quote(str(path.resolve()))}?mode=ro"
 
 
 def columnar_connection(path: Path):
