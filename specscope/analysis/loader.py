@@ -331,60 +331,12 @@ class Trace:
     @cached_property
     def ops(self) -> pd.DataFrame:
         """Every GPU operation, with the start and thread of the API call that launched it."""
-        # One query per table, large tables split into rowid ranges read on parallel threads
-        # (sqlread.int_columns_many). Small columns travel packed in pairs (_OP_COLUMNS): each
-        # result cell costs the reader more than the shifts that pack it.
         threads = read_threads()
-        parts = []
-        for kind, (table, names, copy_kind, nbytes) in enumerate(_OP_TABLES):
-            if not self.has(table):
-                continue
-            have = self.columns(table)
-            graph = "graphNodeId IS NOT NULL" if "graphNodeId" in have else "0"
-            graph = "1" if kind == KINDS.index("graph") else graph
-            select = _adapt(
-                f"SELECT start, end, coalesce(correlationId, 0),"
-                f" (coalesce(deviceId, 0) << 32) | (coalesce(streamId, 0) & {_LOW32}), {names},"
-                f" (((coalesce(globalPid, 0) >> 24) & {_PID_MASK}) << 32) | ({kind} << 12)"
-                f" | (({graph}) << 8) | (coalesce({copy_kind}, 0) & 255){nbytes} FROM {table}",
-                have,
-            )
-            # kernels: 4 ranges per thread, so that the threads stay busy to the end even while
-            # the CUDA API calls are read beside them
-            split = 4 * threads if kind == KINDS.index("kernel") and threads > 1 else 1
-            with _sql_errors(self.path):
-                ranges = rowid_ranges(self.con, table, split)
-            parts += [(select + where, bound) for where, bound in ranges]
-        runtime = None
-        api = self.has("CUPTI_ACTIVITY_KIND_RUNTIME") and "_runtime" not in self.__dict__
-        if api and threads > 1 and self._columnar is not None:
-            # the API calls (needed below) on one more thread and the ADBC connection of
-            # int_columns; not with the sqlite3 module, whose connection stays in its thread
-            runtime = ThreadPoolExecutor(1)
-            runtime.submit(lambda: self._runtime)
-        try:
-            # the packed pairs come back as their two int32 halves (SPLIT32)
-            (start, end, corr, device, stream, short, full, pid, low, nbytes) = self._read(
-                lambda: int_columns_many(
-                    self.con,
-                    lambda: columnar_connection(self.path),
-                    parts,
-                    len(_OP_COLUMNS),
-                    ("i8", "i8", "i8", SPLIT32, SPLIT32, SPLIT32, "i8"),
-                    threads=threads,
-                    on_done=lambda done, total: progress.report("GPU operations", done, total),
-                )
-            )
-        finally:
-            if runtime is not None:
-                runtime.shutdown()  # waits; a failure is raised again by _launches
-        copy = low.astype(np.int8)  # bits 0-7
-        low >>= 8
-        flags = low.astype(np.uint8)  # bits 8-15: kind << 4 | in_graph
+        (start, end, corr, device, stream, short, full, pid, low, nbytes) = self._read_ops(
+            self._op_queries(threads), threads
+        )
+        copy, in_graph, kind = _unpack_op_flags(low)
         del low
-        in_graph = (flags & 1).view(bool)
-        flags >>= 4
-        kind = flags.view(np.int8)
         api_start, api_tid = self._launches(pid, corr)
         # codes of COPY_KINDS; -1 (missing) for everything that is not a memcpy
         copy_code = np.where(kind == KINDS.index("memcpy"), _COPY_CODE[copy.view(np.uint8)], -1)
@@ -410,6 +362,62 @@ class Trace:
             },
             copy=False,  # fresh arrays: no copy, no consolidation into 2-D blocks
         )
+
+    def _op_queries(self, threads: int) -> list[tuple[str, int]]:
+        """The queries of `ops`: (SQL, rowid bounds) per rowid range of each operation table.
+
+        One query per table, large tables split into rowid ranges read on parallel threads
+        (sqlread.int_columns_many). Small columns travel packed in pairs (_OP_COLUMNS): each
+        result cell costs the reader more than the shifts that pack it.
+        """
+        parts = []
+        for kind, (table, names, copy_kind, nbytes) in enumerate(_OP_TABLES):
+            if not self.has(table):
+                continue
+            have = self.columns(table)
+            graph = "graphNodeId IS NOT NULL" if "graphNodeId" in have else "0"
+            graph = "1" if kind == KINDS.index("graph") else graph
+            select = _adapt(
+                f"SELECT start, end, coalesce(correlationId, 0),"
+                f" (coalesce(deviceId, 0) << 32) | (coalesce(streamId, 0) & {_LOW32}), {names},"
+                f" (((coalesce(globalPid, 0) >> 24) & {_PID_MASK}) << 32) | ({kind} << 12)"
+                f" | (({graph}) << 8) | (coalesce({copy_kind}, 0) & 255){nbytes} FROM {table}",
+                have,
+            )
+            # kernels: 4 ranges per thread, so that the threads stay busy to the end even while
+            # the CUDA API calls are read beside them
+            split = 4 * threads if kind == KINDS.index("kernel") and threads > 1 else 1
+            with _sql_errors(self.path):
+                ranges = rowid_ranges(self.con, table, split)
+            parts += [(select + where, bound) for where, bound in ranges]
+        return parts
+
+    def _read_ops(self, parts: list[tuple[str, int]], threads: int) -> tuple[np.ndarray, ...]:
+        """Run `parts` on `threads` threads; the columns of _OP_COLUMNS, the packed pairs as
+        their two int32 halves (SPLIT32). The CUDA API calls (`_runtime`) are read beside them
+        on one more thread when the ADBC connection allows it."""
+        runtime = None
+        api = self.has("CUPTI_ACTIVITY_KIND_RUNTIME") and "_runtime" not in self.__dict__
+        if api and threads > 1 and self._columnar is not None:
+            # the API calls (needed below) on one more thread and the ADBC connection of
+            # int_columns; not with the sqlite3 module, whose connection stays in its thread
+            runtime = ThreadPoolExecutor(1)
+            runtime.submit(lambda: self._runtime)
+        try:
+            return self._read(
+                lambda: int_columns_many(
+                    self.con,
+                    lambda: columnar_connection(self.path),
+                    parts,
+                    len(_OP_COLUMNS),
+                    ("i8", "i8", "i8", SPLIT32, SPLIT32, SPLIT32, "i8"),
+                    threads=threads,
+                    on_done=lambda done, total: progress.report("GPU operations", done, total),
+                )
+            )
+        finally:
+            if runtime is not None:
+                runtime.shutdown()  # waits; a failure is raised again by _launches
 
     def _launches(self, pid: np.ndarray, corr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Start (ns; NaN if none) and thread (-1) of the API call of each (pid, corr)."""
@@ -723,6 +731,19 @@ def _unique_inverse(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     uniq = np.flatnonzero(present) + lo
     position = np.cumsum(present, dtype=np.int32) - 1  # of each present code among uniq
     return uniq, position[offset]
+
+
+def _unpack_op_flags(low: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The low int32 half of `ops`' packed flags column -> (copyKind as int8, in_graph as bool,
+    kind as int8 codes of KINDS): bits 0-7 copyKind, bit 8 in_graph, bits 12-15 kind.
+    Shifts `low` in place."""
+    copy = low.astype(np.int8)  # bits 0-7
+    low >>= 8
+    flags = low.astype(np.uint8)  # bits 8-15: kind << 4 | in_graph
+    in_graph = (flags & 1).view(bool)
+    flags >>= 4
+    kind = flags.view(np.int8)
+    return copy, in_graph, kind
 
 
 def _categorical(

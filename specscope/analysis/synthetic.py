@@ -169,72 +169,53 @@ class SyntheticExport:
         self.rows["CUPTI_ACTIVITY_KIND_RUNTIME"].append(row)
         return self._corr
 
+    def _gpu_row(
+        self,
+        table: str,
+        start: int,
+        end: int,
+        corr: int,
+        *values: object,
+        device: int = 0,
+        stream: int = 7,
+        pid: int | None = None,
+        graph_node: int | None = None,
+    ) -> None:
+        """Append a row to the GPU activity `table`: the columns every such table starts with
+        (start, end, deviceId = `device`, contextId = 1, streamId = `stream`, correlationId =
+        `corr`, globalPid of `pid`, by default this export's), the table's own `values`, then
+        graphNodeId = `graph_node` (set for a node of a CUDA graph) where the table has one.
+
+        The builders below take ``device``, ``stream``, ``pid`` and ``graph_node`` as
+        ``**where`` and pass them here."""
+        pid = self.pid if pid is None else pid
+        row = (start, end, device, 1, stream, corr, global_pid(pid), *values)
+        if "graphNodeId" in _DDL[table]:
+            row += (graph_node,)
+        self.rows[table].append(row)
+
     def kernel(
-        self,
-        name: str,
-        start: int,
-        end: int,
-        corr: int,
-        *,
-        device: int = 0,
-        stream: int = 7,
-        graph_node: int | None = None,
-        pid: int | None = None,
-        demangled: str | None = None,
+        self, name: str, start: int, end: int, corr: int, *, demangled: str | None = None, **where
     ) -> None:
-        pid = self.pid if pid is None else pid
+        """A kernel: shortName `name`, demangledName `demangled` (default `name`); `where`:
+        device, stream, pid, graph_node (see `_gpu_row`)."""
         short, full = self.string(name), self.string(demangled or name)
-        row = (start, end, device, 1, stream, corr, global_pid(pid), full, short, graph_node)
-        self.rows["CUPTI_ACTIVITY_KIND_KERNEL"].append(row)
+        self._gpu_row("CUPTI_ACTIVITY_KIND_KERNEL", start, end, corr, full, short, **where)
 
-    def memcpy(
-        self,
-        kind: str,
-        nbytes: int,
-        start: int,
-        end: int,
-        corr: int,
-        *,
-        device: int = 0,
-        stream: int = 7,
-        graph_node: int | None = None,
-        pid: int | None = None,
-    ) -> None:
-        pid = self.pid if pid is None else pid
-        row = (start, end, device, 1, stream, corr, global_pid(pid), nbytes)
-        self.rows["CUPTI_ACTIVITY_KIND_MEMCPY"].append(row + (MEMCPY_KINDS[kind], graph_node))
+    def memcpy(self, kind: str, nbytes: int, start: int, end: int, corr: int, **where) -> None:
+        """A copy of `nbytes` bytes, `kind` a key of MEMCPY_KINDS; `where` as in `kernel`."""
+        copy_kind = MEMCPY_KINDS[kind]
+        self._gpu_row("CUPTI_ACTIVITY_KIND_MEMCPY", start, end, corr, nbytes, copy_kind, **where)
 
-    def memset(
-        self,
-        nbytes: int,
-        start: int,
-        end: int,
-        corr: int,
-        *,
-        device: int = 0,
-        stream: int = 7,
-        graph_node: int | None = None,
-        pid: int | None = None,
-    ) -> None:
-        pid = self.pid if pid is None else pid
-        row = (start, end, device, 1, stream, corr, global_pid(pid), 0, nbytes, graph_node)
-        self.rows["CUPTI_ACTIVITY_KIND_MEMSET"].append(row)
+    def memset(self, nbytes: int, start: int, end: int, corr: int, **where) -> None:
+        """A memset of `nbytes` bytes to 0; `where` as in `kernel`."""
+        self._gpu_row("CUPTI_ACTIVITY_KIND_MEMSET", start, end, corr, 0, nbytes, **where)
 
-    def graph_replay(
-        self,
-        start: int,
-        end: int,
-        corr: int,
-        *,
-        graph_id: int = 1,
-        device: int = 0,
-        stream: int = 7,
-        pid: int | None = None,
-    ) -> None:
-        """One row of CUPTI_ACTIVITY_KIND_GRAPH_TRACE (``--cuda-graph-trace=graph``)."""
-        pid = self.pid if pid is None else pid
-        row = (start, end, device, 1, stream, corr, global_pid(pid), graph_id, graph_id)
-        self.rows["CUPTI_ACTIVITY_KIND_GRAPH_TRACE"].append(row)
+    def graph_replay(self, start: int, end: int, corr: int, *, graph_id: int = 1, **where) -> None:
+        """One row of CUPTI_ACTIVITY_KIND_GRAPH_TRACE (``--cuda-graph-trace=graph``); `where`
+        as in `kernel`."""
+        table = "CUPTI_ACTIVITY_KIND_GRAPH_TRACE"
+        self._gpu_row(table, start, end, corr, graph_id, graph_id, **where)
 
     def write(self, path: str | Path, *, empty: tuple[str, ...] = ()) -> Path:
         """Write a new SQLite file at ``path`` (refuses to overwrite)."""

@@ -97,102 +97,105 @@ def export_probe(
     return Check("export", OK, f"profiled, exported and read back {found} NVTX ranges")
 
 
+def _nsys_check(nsys_path: str | Path | None) -> tuple[discover.Nsys | None, Check]:
+    """``nsys``: found (path, version, how), or FAIL with the install hint; the nsys found."""
+    try:
+        nsys = discover.find_nsys(nsys_path)
+    except ProfilerError as e:
+        return None, Check("nsys", FAIL, str(e).split("; ")[0], discover.INSTALL_HINT)
+    found = f"{nsys.path} (version {nsys.version or '?'}, found by {nsys.found_by})"
+    return nsys, Check("nsys", OK, found)
+
+
+def _sqlite_check(nsys: discover.Nsys) -> Check:
+    """``sqlite``: this nsys offers ``nsys export --type sqlite``."""
+    try:
+        discover.check_exports_sqlite(nsys)
+    except ProfilerError as e:
+        return Check("sqlite", FAIL, str(e).split("; ")[0], discover.INSTALL_HINT)
+    return Check("sqlite", OK, "nsys export --type sqlite is available")
+
+
+def _importer_check(nsys: discover.Nsys) -> Check:
+    """``importer``: its QdstrmImporter exists and ``ldd`` finds every library it needs."""
+    importer = discover.find_importer(nsys)
+    if importer is None:
+        return Check(
+            "importer",
+            WARN,
+            f"no QdstrmImporter found near {nsys.path}",
+            "reinstall nsys if reports are not generated",
+        )
+    missing = discover.missing_libraries(importer)
+    if missing is None:
+        return Check("importer", SKIP, f"{importer} (ldd not available)")
+    if missing:
+        return Check(
+            "importer",
+            FAIL,
+            f"{importer} cannot load {', '.join(missing)}",
+            discover.missing_libraries_fix(missing),
+        )
+    return Check("importer", OK, f"{importer} loads")
+
+
+def _nvtx_check(nsys: discover.Nsys, packages: dict[str, str | None]) -> Check:
+    """``nvtx``: WARN on the old-nsys + new-nvtx trap (no ranges recorded)."""
+    warning = compat.nvtx_warning(nsys, packages.get("nvtx"))
+    if warning:
+        return Check("nvtx", WARN, warning.split("; fix: ")[0], warning.split("; fix: ")[-1])
+    nvtx = packages.get("nvtx") or "not installed"
+    return Check("nvtx", OK, f"nvtx {nvtx} with nsys {nsys.version or '?'}")
+
+
+def _export_check(
+    nsys: discover.Nsys, probe: bool, packages: dict[str, str | None], python: str
+) -> Check:
+    """``export``: the probe profile (`export_probe`), skipped by --no-probe or without nvtx."""
+    if not probe:
+        return Check("export", SKIP, "not run (--no-probe)")
+    if packages.get("nvtx") is None:
+        return Check(
+            "export", SKIP, f"the nvtx package is not installed in {python}", "pip install nvtx"
+        )
+    return export_probe(nsys, python)
+
+
+def _machine_checks(gpus: list[manifest.Gpu], packages: dict[str, str | None]) -> list[Check]:
+    """``gpu``, ``packages`` and ``mode``: what `specscope profile` will record on this machine."""
+    if gpus:
+        names = "; ".join(f"{g.name} (driver {g.driver})" for g in gpus)
+        gpu = Check("gpu", OK, f"{len(gpus)} GPU(s): {names}")
+    else:
+        gpu = Check(
+            "gpu", OK, "none found (nvidia-smi): `specscope profile` traces nvtx only, cuda dropped"
+        )
+    versions = Check("packages", OK, ", ".join(f"{k} {v or '-'}" for k, v in packages.items()))
+    flags, _ = ProfileFlags().for_machine(bool(gpus))
+    mode = Check(
+        "mode",
+        OK,
+        f"profile records with -t {','.join(flags.trace)}, "
+        f"CUDA graph trace mode {flags.mode}, capture range "
+        f"{flags.capture_range} (override: --graph-trace, --trace, "
+        "--capture-range)",
+    )
+    return [gpu, versions, mode]
+
+
 def run_checks(
     nsys_path: str | Path | None = None, probe: bool = True, python: str = sys.executable
 ) -> list[Check]:
     """All checks, in order; later ones that need nsys are skipped when it is missing."""
-    checks: list[Check] = []
     packages = compat.package_versions(["torch", "triton", "nvtx"], python)
     gpus = manifest.gpus()
-    try:
-        nsys = discover.find_nsys(nsys_path)
-    except ProfilerError as e:
-        nsys = None
-        checks.append(Check("nsys", FAIL, str(e).split("; ")[0], discover.INSTALL_HINT))
+    nsys, found = _nsys_check(nsys_path)
+    checks = [found]
     if nsys is not None:
-        checks.append(
-            Check(
-                "nsys", OK, f"{nsys.path} (version {nsys.version or '?'}, found by {nsys.found_by})"
-            )
-        )
-        try:
-            discover.check_exports_sqlite(nsys)
-            checks.append(Check("sqlite", OK, "nsys export --type sqlite is available"))
-        except ProfilerError as e:
-            checks.append(Check("sqlite", FAIL, str(e).split("; ")[0], discover.INSTALL_HINT))
-        importer = discover.find_importer(nsys)
-        if importer is None:
-            checks.append(
-                Check(
-                    "importer",
-                    WARN,
-                    f"no QdstrmImporter found near {nsys.path}",
-                    "reinstall nsys if reports are not generated",
-                )
-            )
-        else:
-            missing = discover.missing_libraries(importer)
-            if missing is None:
-                checks.append(Check("importer", SKIP, f"{importer} (ldd not available)"))
-            elif missing:
-                checks.append(
-                    Check(
-                        "importer",
-                        FAIL,
-                        f"{importer} cannot load {', '.join(missing)}",
-                        discover.missing_libraries_fix(missing),
-                    )
-                )
-            else:
-                checks.append(Check("importer", OK, f"{importer} loads"))
-        warning = compat.nvtx_warning(nsys, packages.get("nvtx"))
-        if warning:
-            checks.append(
-                Check("nvtx", WARN, warning.split("; fix: ")[0], warning.split("; fix: ")[-1])
-            )
-        else:
-            checks.append(
-                Check(
-                    "nvtx",
-                    OK,
-                    f"nvtx {packages.get('nvtx') or 'not installed'} "
-                    f"with nsys {nsys.version or '?'}",
-                )
-            )
-        if not probe:
-            checks.append(Check("export", SKIP, "not run (--no-probe)"))
-        elif packages.get("nvtx") is None:
-            checks.append(
-                Check(
-                    "export",
-                    SKIP,
-                    f"the nvtx package is not installed in {python}",
-                    "pip install nvtx",
-                )
-            )
-        else:
-            checks.append(export_probe(nsys, python))
-    if gpus:
-        names = "; ".join(f"{g.name} (driver {g.driver})" for g in gpus)
-        checks.append(Check("gpu", OK, f"{len(gpus)} GPU(s): {names}"))
-    else:
-        checks.append(
-            Check(
-                "gpu",
-                OK,
-                "none found (nvidia-smi): `specscope profile` traces nvtx only, cuda dropped",
-            )
-        )
-    checks.append(Check("packages", OK, ", ".join(f"{k} {v or '-'}" for k, v in packages.items())))
-    flags, _ = ProfileFlags().for_machine(bool(gpus))
-    checks.append(
-        Check(
-            "mode",
-            OK,
-            f"profile records with -t {','.join(flags.trace)}, "
-            f"CUDA graph trace mode {flags.mode}, capture range "
-            f"{flags.capture_range} (override: --graph-trace, --trace, "
-            "--capture-range)",
-        )
-    )
-    return checks
+        checks += [
+            _sqlite_check(nsys),
+            _importer_check(nsys),
+            _nvtx_check(nsys, packages),
+            _export_check(nsys, probe, packages, python),
+        ]
+    return checks + _machine_checks(gpus, packages)

@@ -227,6 +227,188 @@ def run_logged(
     return rc, t_gen, interrupted
 
 
+@dataclass
+class _Setup:
+    """What `profile` learns before it creates the run folder: the tools, GPUs and flags."""
+
+    nsys: discover.Nsys
+    gpus: list[manifest.Gpu]
+    flags: ProfileFlags
+    notes: list[str]
+    packages: dict
+    nvtx_warn: str | None
+
+
+def _preflight(
+    command: list[str],
+    nsys_path: str | Path | None,
+    flags: ProfileFlags,
+    env: Mapping[str, str],
+    warn: Callable[[str], None],
+) -> _Setup:
+    """Find nsys and the command, adapt `flags` to this machine and warn about every note.
+
+    Raises a :class:`ProfilerError` before any folder exists when nsys or the command is missing.
+    """
+    nsys = discover.find_nsys(nsys_path, env)
+    discover.check_exports_sqlite(nsys)
+    resolve_command(command, env)
+    gpus = manifest.gpus(env)
+    flags, notes = flags.for_machine(bool(gpus))
+    python = compat.python_of(command)
+    packages = compat.package_versions(["torch", "triton", "nvtx"], python)
+    nvtx_warn = compat.nvtx_warning(nsys, packages.get("nvtx")) if "nvtx" in flags.trace else None
+    notes += [nvtx_warn] if nvtx_warn else []
+    for note in notes:
+        warn(note)
+    return _Setup(nsys, gpus, flags, notes, packages, nvtx_warn)
+
+
+def _initial_manifest(
+    command: list[str], run_dir: Path, env: Mapping[str, str], setup: _Setup, nsys_args: list[str]
+) -> dict:
+    """The manifest written before the command starts (status "running"; see `manifest`)."""
+    nsys, flags = setup.nsys, setup.flags
+    return {
+        "command": command,
+        "command_line": shlex.join(command),
+        "cwd": os.getcwd(),
+        "label": run_dir.name.split("-", 2)[-1],
+        "env": manifest.env_flags(env),
+        "git": manifest.git_state(),
+        "nsys": {**asdict(nsys), "path": str(nsys.path), "args": nsys_args[1:]},
+        "flags": {k: v for k, v in asdict(flags).items()},
+        "mode": flags.mode,
+        "notes": setup.notes,
+        "gpus": [asdict(g) for g in setup.gpus],
+        "host": manifest.host_info(),
+        "packages": setup.packages,
+        "started_at": manifest.utc_now(),
+        "ended_at": None,
+        "status": "running",
+        "exit_status": None,
+        "timings_s": {},
+        "outputs": {},
+    }
+
+
+def _record(
+    nsys_args: list[str],
+    run_dir: Path,
+    env: Mapping[str, str],
+    echo: Callable[[bytes], None] | None,
+    data: dict,
+    t0: float,
+) -> tuple[int, bool]:
+    """Run the command under nsys (TMPDIR in ``nsys-tmp/``); record its exit status and the
+    record/import timings (seconds since `t0`) in `data`. Returns (exit status, interrupted)."""
+    rc, t_gen, interrupted = run_logged(
+        nsys_args, run_dir / "command.log", {**env, "TMPDIR": str(run_dir / "nsys-tmp")}, echo
+    )
+    total = time.monotonic() - t0
+    data["exit_status"] = rc
+    data["timings_s"] = {
+        "record": round(t_gen, 3) if t_gen is not None else round(total, 3),
+        "import": round(total - t_gen, 3) if t_gen is not None else None,
+    }
+    return rc, interrupted
+
+
+def _export_report(
+    nsys: discover.Nsys, run_dir: Path, flags: ProfileFlags, env: Mapping[str, str], data: dict
+) -> tuple[Path | None, ProfilerError | None]:
+    """Export the report to SQLite; returns (the export, None), or (None, the error) with
+    `data["status"]` saying why there is none: export-failed, qdstrm-unimported or no-report."""
+    report = run_dir / f"{REPORT}.nsys-rep"
+    qdstrms = manifest.files_under(run_dir, ".qdstrm")
+    if report.exists():
+        export = run_dir / f"{REPORT}.sqlite"
+        t1 = time.monotonic()
+        erc, _, _ = run_logged(
+            [str(nsys.path), *nsys_export_args(report, export)],
+            run_dir / "export.log",
+            env,
+            None,
+        )
+        data["timings_s"]["export"] = round(time.monotonic() - t1, 3)
+        if erc == 0 and export.exists():
+            return export, None
+        data["status"] = "export-failed"
+        return None, NoReport(
+            f"nsys export failed (status {erc}); its output is in "
+            f"{run_dir / 'export.log'}; the report {report} is kept"
+        )
+    if qdstrms:
+        data["status"] = "qdstrm-unimported"
+        return None, NoReport(diagnose_qdstrm(nsys, qdstrms[0]))
+    data["status"] = "no-report"
+    hint = (
+        "the capture range never opened: the command must call cudaProfilerStart "
+        "(torch.cuda.profiler.start()), or use --capture-range none"
+        if flags.capture_range != "none"
+        else "nsys recorded nothing"
+    )
+    return None, NoReport(f"nsys wrote no report ({hint}); see {run_dir / 'command.log'}")
+
+
+def _final_status(
+    data: dict, error: ProfilerError | None, rc: int, interrupted: bool, run_dir: Path
+) -> ProfilerError | None:
+    """Settle `data["status"]` and the error to raise, in this order: Ctrl-C (interrupted), an
+    unimported .qdstrm (the import needs fixing, whatever nsys exited with), the command's
+    non-zero exit status (failed), else the export's own error, or none (ok)."""
+    also = f" ({error})" if error is not None else ""
+    if interrupted:
+        data["status"] = "interrupted"
+        return Interrupted(f"interrupted; what was recorded is in {run_dir}{also}")
+    if data["status"] == "qdstrm-unimported":
+        # nsys exits non-zero when its import fails: the import is what needs fixing
+        return NoReport(f"{error}; nsys exited with status {rc}" if rc else str(error))
+    if rc != 0:
+        data["status"] = "failed"
+        return CommandFailed(
+            f"the profiled command exited with status {rc}; its output is in "
+            f"{run_dir / 'command.log'}{also}",
+            rc,
+        )
+    if error is None:
+        data["status"] = "ok"
+    return error
+
+
+def _analyze_export(
+    export: Path,
+    check: ExportCheck | None,
+    preset: str,
+    db: Path,
+    nvtx_warn: str | None,
+    data: dict,
+) -> NoActivity | None:
+    """``--analyze``: analyse the export into `db` and record it in `data["analysis"]`; the
+    error instead when the export holds no NVTX range to analyse."""
+    if check is not None and check.nvtx_ranges == 0:
+        return NoActivity(
+            f"{export} has no NVTX ranges, nothing to analyse"
+            + (f" ({nvtx_warn})" if nvtx_warn else "; was the command annotated with NVTX?")
+        )
+    data["analysis"] = run_analysis(export, preset, db)
+    return None
+
+
+def _close_run(run_dir: Path, data: dict, error: ProfilerError | None, t0: float) -> None:
+    """Finish the manifest (total time, end time, error, output hashes) and write it; remove
+    ``nsys-tmp/`` unless nsys left a .qdstrm there."""
+    data["timings_s"]["total"] = round(time.monotonic() - t0, 3)
+    tmp = run_dir / "nsys-tmp"
+    if tmp.exists() and not manifest.files_under(tmp, ".qdstrm"):
+        shutil.rmtree(tmp, ignore_errors=True)
+    data["ended_at"] = manifest.utc_now()
+    if error is not None:
+        data["error"] = str(error)
+    data["outputs"] = manifest.output_hashes(run_dir)
+    manifest.write_manifest(run_dir, data)
+
+
 def profile(
     command: list[str],
     *,
@@ -246,123 +428,31 @@ def profile(
     every expected failure; :class:`CommandFailed` carries the command's own exit status.
     """
     env = dict(os.environ if env is None else env)
-    flags = ProfileFlags() if flags is None else flags
-    nsys = discover.find_nsys(nsys_path, env)
-    discover.check_exports_sqlite(nsys)
-    resolve_command(command, env)
-    gpus = manifest.gpus(env)
-    flags, notes = flags.for_machine(bool(gpus))
-    python = compat.python_of(command)
-    packages = compat.package_versions(["torch", "triton", "nvtx"], python)
-    nvtx_warn = compat.nvtx_warning(nsys, packages.get("nvtx")) if "nvtx" in flags.trace else None
-    notes += [nvtx_warn] if nvtx_warn else []
-    for note in notes:
-        warn(note)
-
+    setup = _preflight(command, nsys_path, ProfileFlags() if flags is None else flags, env, warn)
+    flags = setup.flags
     run_dir = new_run_dir(Path(out), label or default_label(command))
-    tmp = run_dir / "nsys-tmp"
-    tmp.mkdir()
-    nsys_args = [str(nsys.path), *nsys_profile_args(flags, run_dir / REPORT), *command]
-    data: dict = {
-        "command": command,
-        "command_line": shlex.join(command),
-        "cwd": os.getcwd(),
-        "label": run_dir.name.split("-", 2)[-1],
-        "env": manifest.env_flags(env),
-        "git": manifest.git_state(),
-        "nsys": {**asdict(nsys), "path": str(nsys.path), "args": nsys_args[1:]},
-        "flags": {k: v for k, v in asdict(flags).items()},
-        "mode": flags.mode,
-        "notes": notes,
-        "gpus": [asdict(g) for g in gpus],
-        "host": manifest.host_info(),
-        "packages": packages,
-        "started_at": manifest.utc_now(),
-        "ended_at": None,
-        "status": "running",
-        "exit_status": None,
-        "timings_s": {},
-        "outputs": {},
-    }
+    (run_dir / "nsys-tmp").mkdir()
+    nsys_args = [str(setup.nsys.path), *nsys_profile_args(flags, run_dir / REPORT), *command]
+    data = _initial_manifest(command, run_dir, env, setup, nsys_args)
     manifest.write_manifest(run_dir, data)
     error: ProfilerError | None = None
     export = None
     check = None
     t0 = time.monotonic()
     try:
-        rc, t_gen, interrupted = run_logged(
-            nsys_args, run_dir / "command.log", {**env, "TMPDIR": str(tmp)}, echo
-        )
-        total = time.monotonic() - t0
-        data["exit_status"] = rc
-        data["timings_s"] = {
-            "record": round(t_gen, 3) if t_gen is not None else round(total, 3),
-            "import": round(total - t_gen, 3) if t_gen is not None else None,
-        }
-        report = run_dir / f"{REPORT}.nsys-rep"
-        qdstrms = manifest.files_under(run_dir, ".qdstrm")
-        if report.exists():
-            export = run_dir / f"{REPORT}.sqlite"
-            t1 = time.monotonic()
-            erc, _, _ = run_logged(
-                [str(nsys.path), *nsys_export_args(report, export)],
-                run_dir / "export.log",
-                env,
-                None,
-            )
-            data["timings_s"]["export"] = round(time.monotonic() - t1, 3)
-            if erc != 0 or not export.exists():
-                data["status"] = "export-failed"
-                error = NoReport(
-                    f"nsys export failed (status {erc}); its output is in "
-                    f"{run_dir / 'export.log'}; the report {report} is kept"
-                )
-                export = None
-        elif qdstrms:
-            data["status"] = "qdstrm-unimported"
-            error = NoReport(diagnose_qdstrm(nsys, qdstrms[0]))
-        else:
-            data["status"] = "no-report"
-            hint = (
-                "the capture range never opened: the command must call cudaProfilerStart "
-                "(torch.cuda.profiler.start()), or use --capture-range none"
-                if flags.capture_range != "none"
-                else "nsys recorded nothing"
-            )
-            error = NoReport(f"nsys wrote no report ({hint}); see {run_dir / 'command.log'}")
+        rc, interrupted = _record(nsys_args, run_dir, env, echo, data, t0)
+        export, error = _export_report(setup.nsys, run_dir, flags, env, data)
         if export is not None:
             check, problem = export_problems(
-                export, flags, bool(gpus), nvtx_warn, data, notes, warn
+                export, flags, bool(setup.gpus), setup.nvtx_warn, data, setup.notes, warn
             )
             if problem is not None:
                 data["status"] = "no-cuda-activity"
                 error = problem
-        also = f" ({error})" if error is not None else ""
-        if interrupted:
-            data["status"] = "interrupted"
-            error = Interrupted(f"interrupted; what was recorded is in {run_dir}{also}")
-        elif data["status"] == "qdstrm-unimported":
-            # nsys exits non-zero when its import fails: the import is what needs fixing
-            error = NoReport(f"{error}; nsys exited with status {rc}" if rc else str(error))
-        elif rc != 0:
-            data["status"] = "failed"
-            error = CommandFailed(
-                f"the profiled command exited with status {rc}; its output is in "
-                f"{run_dir / 'command.log'}{also}",
-                rc,
-            )
-        elif error is None:
-            data["status"] = "ok"
+        error = _final_status(data, error, rc, interrupted, run_dir)
         if error is None and analyze_preset is not None and export is not None:
-            if check is not None and check.nvtx_ranges == 0:
-                error = NoActivity(
-                    f"{export} has no NVTX ranges, nothing to analyse"
-                    + (f" ({nvtx_warn})" if nvtx_warn else "; was the command annotated with NVTX?")
-                )
-            else:
-                data["analysis"] = run_analysis(
-                    export, analyze_preset, db or run_dir / "results.sqlite"
-                )
+            db = db or run_dir / "results.sqlite"
+            error = _analyze_export(export, check, analyze_preset, db, setup.nvtx_warn, data)
     except ProfilerError as e:
         error = e
     except BaseException as e:  # an analysis error or a bug: record it, keep the folder
@@ -370,17 +460,10 @@ def profile(
         data["error"] = f"{type(e).__name__}: {e}"
         raise
     finally:
-        data["timings_s"]["total"] = round(time.monotonic() - t0, 3)
-        if tmp.exists() and not manifest.files_under(tmp, ".qdstrm"):
-            shutil.rmtree(tmp, ignore_errors=True)
-        data["ended_at"] = manifest.utc_now()
-        if error is not None:
-            data["error"] = str(error)
-        data["outputs"] = manifest.output_hashes(run_dir)
-        manifest.write_manifest(run_dir, data)
+        _close_run(run_dir, data, error, t0)
     if error is not None:
         raise error
-    return ProfileResult(run_dir, data, export, check, notes)
+    return ProfileResult(run_dir, data, export, check, setup.notes)
 
 
 def export_problems(

@@ -110,22 +110,15 @@ def _warnings(comparisons: Sequence[Comparison]) -> list[str]:
     return seen
 
 
-def write_report(
-    out_dir: Path,
+def _write_figures(
+    paths: dict[str, Path],
     inputs: Sequence[ResolvedInput],
     labels: Sequence[str],
-    comparisons: Sequence[Comparison],
     views: Sequence[MedianStep | None],
-    *,
-    gap: str,
-    highlight: str | None = None,
-    commands: Sequence[str] = (),
-    now: dt.datetime | None = None,
-) -> dict[str, Path]:
-    """Write :data:`FILES` into ``out_dir`` (an existing, empty folder); return their paths."""
-    now = now or dt.datetime.now(dt.timezone.utc)
+    highlight: str | None,
+) -> None:
+    """Draw the four PNGs of :data:`FILES` (timeline, distributions, steps, composition)."""
     frames = [i.analysis.frame for i in inputs]
-    paths = {name: out_dir / name for name in FILES}
     timeline.timeline_figure(views, labels, paths["timeline.png"], highlight=highlight)
     figures.distributions_figure(frames, labels, paths["distributions.png"])
     figures.steps_figure(frames, labels, paths["steps.png"])
@@ -135,11 +128,13 @@ def write_report(
         paths["composition.png"],
         steps=[v.step if v else None for v in views],
     )
-    paths["summary.md"].write_text(summary_markdown(comparisons, inputs, labels, views))
 
+
+def _figure_list(gap: str, highlight: str | None) -> list[dict[str, str]]:
+    """The page's figures in order: id, file, alt text and caption (which names `gap`)."""
     gap_name = pretty_gap(gap)
     opener = gap.partition(":")[2].partition("->")[0]
-    figure_list = [
+    return [
         {
             "id": "timeline",
             "file": "timeline.png",
@@ -169,20 +164,36 @@ def write_report(
             "memcpy and memset busy time and idle (each instant counted once).",
         },
     ]
-    kernel_tables = []
-    for label, view in zip(labels, views, strict=True):
-        kernel_tables.append(
-            {
-                "label": label,
-                "step": None if view is None else view.step,
-                "rows": [] if view is None else html.operation_rows(view.operations),
-                "missing": "no operations: a results-database run keeps only per-step metrics",
-            }
-        )
-    context = {
+
+
+def _kernel_tables(labels: Sequence[str], views: Sequence[MedianStep | None]) -> list[dict]:
+    """One table of the median step's operations per input (empty for a results-DB run)."""
+    return [
+        {
+            "label": label,
+            "step": None if view is None else view.step,
+            "rows": [] if view is None else html.operation_rows(view.operations),
+            "missing": "no operations: a results-database run keeps only per-step metrics",
+        }
+        for label, view in zip(labels, views, strict=True)
+    ]
+
+
+def _page_context(
+    inputs: Sequence[ResolvedInput],
+    labels: Sequence[str],
+    comparisons: Sequence[Comparison],
+    views: Sequence[MedianStep | None],
+    gap: str,
+    highlight: str | None,
+    commands: Sequence[str],
+    now: dt.datetime,
+) -> dict:
+    """Everything ``report.html``'s template reads (see `html.render_html`)."""
+    return {
         "title": html.page_title(labels),
         "provenance": markdown.provenance(comparisons),
-        "gap_name": gap_name,
+        "gap_name": pretty_gap(gap),
         "generated": now.strftime("%Y-%m-%d %H:%M:%S UTC"),
         "version": html.package_version(),
         "warnings": _warnings(comparisons),
@@ -194,8 +205,8 @@ def write_report(
             }
             for c in comparisons
         ],
-        "figures": figure_list,
-        "kernel_tables": kernel_tables,
+        "figures": _figure_list(gap, highlight),
+        "kernel_tables": _kernel_tables(labels, views),
         "kernel_diffs": [
             {
                 "before_label": c.labels[0],
@@ -216,5 +227,25 @@ def write_report(
         ],
         "commands": list(commands),
     }
+
+
+def write_report(
+    out_dir: Path,
+    inputs: Sequence[ResolvedInput],
+    labels: Sequence[str],
+    comparisons: Sequence[Comparison],
+    views: Sequence[MedianStep | None],
+    *,
+    gap: str,
+    highlight: str | None = None,
+    commands: Sequence[str] = (),
+    now: dt.datetime | None = None,
+) -> dict[str, Path]:
+    """Write :data:`FILES` into ``out_dir`` (an existing, empty folder); return their paths."""
+    now = now or dt.datetime.now(dt.timezone.utc)
+    paths = {name: out_dir / name for name in FILES}
+    _write_figures(paths, inputs, labels, views, highlight)
+    paths["summary.md"].write_text(summary_markdown(comparisons, inputs, labels, views))
+    context = _page_context(inputs, labels, comparisons, views, gap, highlight, commands, now)
     paths["report.html"].write_text(html.render_html(context))
     return paths

@@ -19,7 +19,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 
-from specscope.analysis.composition import MedianStep, OpCategory  # noqa: E402
+from specscope.analysis.composition import GapTimeline, MedianStep, OpCategory  # noqa: E402
 from specscope.reports.style import (  # noqa: E402
     ANCHOR_COLOURS,
     CATEGORY_COLOURS,
@@ -36,25 +36,26 @@ AXES_PX = (RIGHT - LEFT) * WIDTH_IN * DPI
 CHAR_PX = 7.0  # about the width of one 11-pt character
 
 
-def _draw_one(
-    ax, view: MedianStep, label: str, xlim: tuple[float, float], colours: dict[str, str]
+def _draw_anchors(
+    ax, t: GapTimeline, top: float, xlim: tuple[float, float], colours: dict[str, str]
 ) -> None:
-    """One input: lanes top to bottom at y = n-1 ... 0, gap arrows below them, names above."""
-    t = view.timeline
-    streams = sorted(t.ops["stream_id"].unique())
-    n = max(len(streams), 1)
-    lane = {s: n - 1 - i for i, s in enumerate(streams)}
+    """Shade each anchor's GPU extent and write its name above the lanes (y = `top`); a name
+    that would cross the plot's edge hugs that edge instead."""
     lo, hi = t.start_us, t.end_us
     for a in t.anchors.itertuples():
         ax.axvspan(a.start_us, a.end_us, color=colours[a.name], alpha=0.6, lw=0, zorder=0)
-        # a name that would cross the plot's edge hugs that edge instead
         half = 0.5 * len(a.name) * CHAR_PX * (xlim[1] - xlim[0]) / AXES_PX
         x, ha = (max(a.start_us, lo) + min(a.end_us, hi)) / 2, "center"
         if x - half < xlim[0]:
             x, ha = xlim[0] + 0.003 * (xlim[1] - xlim[0]), "left"
         elif x + half > xlim[1]:
             x, ha = xlim[1] - 0.003 * (xlim[1] - xlim[0]), "right"
-        ax.text(x, n - 0.5 + 0.12, a.name, ha=ha, va="bottom", fontsize=11, color="#333333")
+        ax.text(x, top, a.name, ha=ha, va="bottom", fontsize=11, color="#333333")
+
+
+def _draw_ops(ax, t: GapTimeline, lane: dict) -> None:
+    """One bar per operation in its stream's lane, coloured by category (at least 0.3 µs
+    wide); highlighted kernels drawn over them and marked by a triangle above."""
     for cat in OpCategory:
         o = t.ops[t.ops["category"] == cat.value]
         for s, rows in o.groupby("stream_id"):
@@ -79,8 +80,13 @@ def _draw_one(
                 linewidth=1.5,
                 zorder=3,
             )
-    y_gap = -0.8
-    narrow = 0.07 * (hi - lo)  # a label wider than its arrow goes one row lower
+
+
+def _draw_gaps(ax, t: GapTimeline, y_gap: float) -> None:
+    """A double arrow at y = `y_gap` for every gap fully in view, labelled in µs; the chosen
+    gap (the median step's) bold and named. A label wider than its arrow goes one row lower."""
+    lo, hi = t.start_us, t.end_us
+    narrow = 0.07 * (hi - lo)
     row = 0
     for g in t.gaps.itertuples():
         if g.start_us < lo or g.end_us > hi:
@@ -112,6 +118,20 @@ def _draw_one(
             fontsize=12,
             fontweight="bold" if chosen else "normal",
         )
+
+
+def _draw_one(
+    ax, view: MedianStep, label: str, xlim: tuple[float, float], colours: dict[str, str]
+) -> None:
+    """One input: lanes top to bottom at y = n-1 ... 0, gap arrows below them, names above."""
+    t = view.timeline
+    streams = sorted(t.ops["stream_id"].unique())
+    n = max(len(streams), 1)
+    lane = {s: n - 1 - i for i, s in enumerate(streams)}
+    _draw_anchors(ax, t, n - 0.5 + 0.12, xlim, colours)
+    _draw_ops(ax, t, lane)
+    y_gap = -0.8
+    _draw_gaps(ax, t, y_gap)
     ax.axvline(0, color="black", lw=1, ls="--", zorder=1)
     ax.set_yticks([lane[s] for s in streams], [f"stream {s}" for s in streams])
     ax.set_ylim(y_gap - 1.15, n + 0.15)

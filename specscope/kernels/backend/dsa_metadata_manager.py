@@ -15,6 +15,7 @@ No kernel code here: the builders and the copy kernel live in `ops/attention/`.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 
@@ -24,7 +25,6 @@ from specscope.kernels.ops.attention import (
     DSAGeometry,
     DSAMetadata,
     ForwardMode,
-    KPoolWritePlan,
     allocate_metadata,
     build_metadata_fused,
     build_metadata_ordinary,
@@ -47,24 +47,9 @@ def share_draft_metadata_enabled() -> bool:
 
 
 def alias_metadata(src: DSAMetadata) -> DSAMetadata:
-    """A metadata object whose every tensor *is* `src`'s (same storage, no allocation)."""
-    plan = src.write_plan
-    return DSAMetadata(
-        geometry=src.geometry,
-        cache_seqlens=src.cache_seqlens,
-        cu_seqlens_q=src.cu_seqlens_q,
-        cu_seqlens_k=src.cu_seqlens_k,
-        seqlens_expanded=src.seqlens_expanded,
-        dsa_cache_seqlens=src.dsa_cache_seqlens,
-        dsa_cu_seqlens_k=src.dsa_cu_seqlens_k,
-        page_table_1=src.page_table_1,
-        real_page_table=src.real_page_table,
-        kpool_seqlens=src.kpool_seqlens,
-        write_plan=KPoolWritePlan(
-            pool_slot=plan.pool_slot, pool_offset=plan.pool_offset, flush=plan.flush
-        ),
-        paged_mqa_schedule=src.paged_mqa_schedule,
-    )
+    """A metadata object whose every tensor *is* `src`'s (same storage, no allocation); its
+    write plan is a new object over the same tensors."""
+    return dataclasses.replace(src, write_plan=dataclasses.replace(src.write_plan))
 
 
 def ordinary_metadata_copy(src: DSAMetadata, dst: DSAMetadata, mode: ForwardMode, bs: int) -> None:

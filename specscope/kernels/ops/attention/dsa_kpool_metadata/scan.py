@@ -164,15 +164,11 @@ def _exclusive_scan_store(values, mask, offs, out_ptr):
 
 @triton.jit
 def _request_fields(
-    seq_lens_ptr,
-    bs,
-    cache_seqlens_ptr,
-    cu_seqlens_q_ptr,
-    cu_seqlens_k_ptr,
-    ROWS_PER_REQ: tl.constexpr,
-    BLOCK_BS: tl.constexpr,
+    seq_lens_ptr, bs, request_out, ROWS_PER_REQ: tl.constexpr, BLOCK_BS: tl.constexpr
 ):
-    """cache_seqlens, cu_seqlens_q = [0, T, 2T, ...] and cu_seqlens_k = [0, cumsum(seq_lens)]."""
+    """cache_seqlens, cu_seqlens_q = [0, T, 2T, ...] and cu_seqlens_k = [0, cumsum(seq_lens)];
+    `request_out`: their pointers, in that order."""
+    cache_seqlens_ptr, cu_seqlens_q_ptr, cu_seqlens_k_ptr = request_out
     b = tl.arange(0, BLOCK_BS)
     m = b < bs
     seq_lens = tl.load(seq_lens_ptr + b, mask=m, other=0)
@@ -183,25 +179,21 @@ def _request_fields(
 
 @triton.jit
 def _row_fields(
-    r,
-    rm,
-    seqlens,
-    valid,
-    tail,
+    rows,
     loc,
     pos,
-    seqlens_expanded_ptr,
-    dsa_cache_seqlens_ptr,
-    dsa_cu_seqlens_k_ptr,
-    kpool_seqlens_ptr,
-    pool_slot_ptr,
-    pool_offset_ptr,
-    flush_ptr,
+    row_out,
+    plan_out,
     PAGE_SIZE: tl.constexpr,
     TOPK: tl.constexpr,
     KPOOL: tl.constexpr,
 ):
-    """Every per-row field and the KPool write plan for rows `r` (masked by `rm`)."""
+    """Every per-row field and the KPool write plan for `rows` = (r, rm, seqlens, valid, tail)
+    (see `_meta_program`); `row_out`: the pointers of seqlens_expanded, dsa_cache_seqlens,
+    dsa_cu_seqlens_k and kpool_seqlens; `plan_out`: of pool_slot, pool_offset and flush."""
+    r, rm, seqlens, valid, tail = rows
+    seqlens_expanded_ptr, dsa_cache_seqlens_ptr, dsa_cu_seqlens_k_ptr, kpool_seqlens_ptr = row_out
+    pool_slot_ptr, pool_offset_ptr, flush_ptr = plan_out
     tl.store(seqlens_expanded_ptr + r, seqlens, mask=rm)
     dsa = tl.minimum(seqlens, TOPK)
     tl.store(dsa_cache_seqlens_ptr + r, dsa, mask=rm)
@@ -265,25 +257,12 @@ def _paged_mqa_schedule(
 @triton.jit
 def _meta_program(
     part,
-    r,
-    rm,
-    seqlens,
-    valid,
-    tail,
+    rows,
     bs,
-    seq_lens_ptr,
-    out_cache_loc_ptr,
-    positions_ptr,
-    cache_seqlens_ptr,
-    cu_seqlens_q_ptr,
-    cu_seqlens_k_ptr,
-    seqlens_expanded_ptr,
-    dsa_cache_seqlens_ptr,
-    dsa_cu_seqlens_k_ptr,
-    kpool_seqlens_ptr,
-    pool_slot_ptr,
-    pool_offset_ptr,
-    flush_ptr,
+    row_in,
+    request_out,
+    row_out,
+    plan_out,
     schedule_ptr,
     ROWS_PER_REQ: tl.constexpr,
     PAGE_SIZE: tl.constexpr,
@@ -297,43 +276,24 @@ def _meta_program(
     STAGES: tl.constexpr,
 ):
     """Meta program `part` (0 .. META_PROGRAMS - 1). If STAGES has FIELDS, 0 writes the request
-    fields and 1 every row field (rows `r`, masked by `rm`, each seeing `seqlens` keys; `valid`:
-    it writes the KPool; `tail`: its request's last); if STAGES has SCHEDULE, 2 writes the
-    schedule."""
+    fields and 1 every row field; if STAGES has SCHEDULE, 2 writes the schedule.
+
+    `rows` = (r, rm, seqlens, valid, tail): the rows `r`, masked by `rm`, each seeing `seqlens`
+    keys; `valid`: it writes the KPool; `tail`: its request's last (the mode's row mapping).
+    Pointers, grouped as `kernel_args` orders them: `row_in` = (seq_lens, out_cache_loc,
+    positions), `request_out` = (cache_seqlens, cu_seqlens_q, cu_seqlens_k), `row_out` =
+    (seqlens_expanded, dsa_cache_seqlens, dsa_cu_seqlens_k, kpool_seqlens), `plan_out` =
+    (pool_slot, pool_offset, flush)."""
+    r, rm, seqlens, valid, tail = rows
+    seq_lens_ptr, out_cache_loc_ptr, positions_ptr = row_in
     if part == 0:
         if STAGES & 1:  # FIELDS
-            _request_fields(
-                seq_lens_ptr,
-                bs,
-                cache_seqlens_ptr,
-                cu_seqlens_q_ptr,
-                cu_seqlens_k_ptr,
-                ROWS_PER_REQ,
-                BLOCK_BS,
-            )
+            _request_fields(seq_lens_ptr, bs, request_out, ROWS_PER_REQ, BLOCK_BS)
     elif part == 1:
         if STAGES & 1:  # FIELDS
             loc = tl.load(out_cache_loc_ptr + r, mask=rm, other=0)
             pos = tl.load(positions_ptr + r, mask=rm, other=0)
-            _row_fields(
-                r,
-                rm,
-                seqlens,
-                valid,
-                tail,
-                loc,
-                pos,
-                seqlens_expanded_ptr,
-                dsa_cache_seqlens_ptr,
-                dsa_cu_seqlens_k_ptr,
-                kpool_seqlens_ptr,
-                pool_slot_ptr,
-                pool_offset_ptr,
-                flush_ptr,
-                PAGE_SIZE,
-                TOPK,
-                KPOOL,
-            )
+            _row_fields(rows, loc, pos, row_out, plan_out, PAGE_SIZE, TOPK, KPOOL)
     elif STAGES & 2:  # SCHEDULE, in program 2
         blocks = _indexer_blocks(seqlens, rm, PAGE_SIZE, KPOOL)
         _paged_mqa_schedule(blocks, rm, schedule_ptr, NUM_SMS, BLOCK_ROWS, ROW_BITS, BLOCK_SMS)
@@ -341,12 +301,8 @@ def _meta_program(
 
 @triton.jit
 def _copy_live_prefix(
-    req_to_token_ptr,
-    stride_r2t,
-    page_table_1_ptr,
-    stride_pt,
-    real_page_table_ptr,
-    stride_rpt,
+    source,
+    tables,
     req,
     row0,
     shortest,
@@ -359,7 +315,8 @@ def _copy_live_prefix(
     """Copy span `span` (columns [span * BLOCK_COLS, (span + 1) * BLOCK_COLS)) of the live
     prefix of every row of one request: from req_to_token row `req` to page_table_1 rows
     row0 .. row0 + ROWS_PER_REQ - 1, and the page ids (slot // P) of the span's page-starting
-    columns to the same rows of real_page_table.
+    columns to the same rows of real_page_table. `source` = (req_to_token, its row stride),
+    `tables` = (page_table_1, its row stride, real_page_table, its row stride).
 
     Row j of the request is live for shortest + min(j, last_growing) columns (DECODE: one row;
     TARGET_VERIFY: last_growing = T - 1; DRAFT_EXTEND: acc - 1, padded rows repeat the last
@@ -374,6 +331,8 @@ def _copy_live_prefix(
     tail, this took the TARGET_VERIFY bs 32 page-table stage from 2.80 µs (per-column masks) to
     2.14 µs (`bench/data/dsa_copy_bound_tail_ab.txt`).
     """
+    req_to_token_ptr, stride_r2t = source
+    page_table_1_ptr, stride_pt, real_page_table_ptr, stride_rpt = tables
     src_row_ptr = req_to_token_ptr + req * stride_r2t
     start = span * BLOCK_COLS
     cols = start + tl.arange(0, BLOCK_COLS)
