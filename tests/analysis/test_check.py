@@ -228,7 +228,7 @@ def test_junit_is_never_overwritten_without_force(tmp_path: Path) -> None:
         (["--thresholds", "eagle"], "Missing argument"),
         (["missing.sqlite", "--thresholds", "eagle"], "no such file"),
         ([GRAPH, "--thresholds", "eagle", "--baseline", BEFORE, "--skip", "1"], "capture mode"),
-        ([AFTER, "--thresholds", "eagle", "--junit", "no/such/dir/x.xml"], "no such directory"),
+        ([AFTER, "--thresholds", "eagle", "--junit", "no/such/dir/x.xml"], "no such folder"),
     ],
 )
 def test_exit_2_on_bad_input(args, message: str) -> None:

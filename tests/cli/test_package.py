@@ -94,13 +94,13 @@ def test_library_functions_the_cli_calls():
     from specscope.analysis import ranks
     from specscope.analysis.compare import Verdict, compare_runs
     from specscope.analysis.loader import load
+    from specscope.analysis.projection import nvtx_ranges
     from specscope.analysis.run import analyze
     from specscope.analysis.spec import load_preset
-    from specscope.analysis.summary import nvtx_ranges
 
     data = PACKAGE.parent / "tests" / "data"
     table = nvtx_ranges(load(data / "eagle_node_before.sqlite"))
-    assert list(table.columns) == ["name", "domain", "count", "mean_us", "threads"]
+    assert list(table.columns)[:5] == ["name", "domain", "count", "mean_us", "threads"]
     assert table["count"].is_monotonic_decreasing
     eagle = load_preset("eagle")
     before = analyze(data / "eagle_node_before.sqlite", eagle)

@@ -231,7 +231,7 @@ def test_unwritable_out_dir(fake_env, monkeypatch):
     r = CliRunner().invoke(profile, ["--out", str(blocked), "--", sys.executable, "-c", "pass"])
     assert r.exit_code == 2
     assert r.output.splitlines()[-1].startswith("Error: ")
-    assert f"output folder {blocked} is not writable" in r.output and "--out" in r.output
+    assert f"cannot write in {blocked}" in r.output and "--out" in r.output
     with pytest.raises(OutputNotWritable):
         new_run_dir(blocked, "x")
 
@@ -240,7 +240,7 @@ def test_out_dir_under_a_file(fake_env):
     (fake_env / "afile").write_text("")
     r = CliRunner().invoke(profile, ["--out", "afile/runs", "--", sys.executable, "-c", "pass"])
     assert r.exit_code == 2
-    assert "cannot create the output folder" in r.output and "--out" in r.output
+    assert "afile is a file, so the folder cannot be created" in r.output and "--out" in r.output
 
 
 # --- profile ----------------------------------------------------------------------------------

@@ -1,0 +1,61 @@
+"""GPU work projected onto NVTX ranges and range depths (``specscope ranges``), on a hand-built
+export whose numbers are worked out in the comments, and on a real H200 export."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import testdata
+
+from specscope.analysis.loader import load
+from specscope.analysis.projection import nvtx_ranges, range_depths, range_instances
+from specscope.analysis.synthetic import SyntheticExport
+
+
+def test_depths_of_nested_and_sibling_ranges() -> None:
+    #   [0 ------------------------ 100]        depth 0
+    #     [10 -- 40][50 -------- 90]            depth 1 each
+    #                 [60 - 70]                 depth 2
+    assert range_depths(np.array([0, 10, 50, 60]), np.array([100, 40, 90, 70])).tolist() == [
+        0, 1, 1, 2,
+    ]  # fmt: skip
+    # the same bounds recorded twice: the first encloses the second (and all inside both)
+    starts, ends = np.array([0, 10, 0]), np.array([100, 40, 100])
+    assert range_depths(starts, ends).tolist() == [0, 2, 1]
+
+
+def test_projection_counts_work_launched_inside_each_range(tmp_path) -> None:
+    x = SyntheticExport()
+    with x.nvtx("step", 0, 1_000):
+        with x.nvtx("prepare", 10, 100):
+            a = x.api("cudaLaunchKernel", 20, 30)
+            b = x.api("cudaMemcpyAsync", 40, 50)
+        c = x.api("cudaLaunchKernel", 200, 210)
+    d = x.api("cudaLaunchKernel", 2_000, 2_010)  # outside every range
+    x.kernel("k1", 300, 400, a)  # 100 ns
+    x.memcpy("htod", 64, 450, 500, b)  # 50 ns
+    x.kernel("k2", 600, 900, c)  # 300 ns
+    x.kernel("k3", 2_100, 2_200, d)
+    trace = load(x.write(tmp_path / "t.sqlite"))
+    r = range_instances(trace).set_index("name")
+    # step: a, b, c -> 3 ops, 100 + 50 + 300 ns, first start 300 -> last end 900
+    assert r.loc["step", ["depth", "gpu_ops"]].tolist() == [0, 3]
+    assert r.loc["step", "gpu_us"] == pytest.approx(0.45)
+    assert r.loc["step", "gpu_proj_us"] == pytest.approx(0.6)
+    # prepare: a, b -> 300 .. 500
+    assert r.loc["prepare", ["depth", "gpu_ops"]].tolist() == [1, 2]
+    assert r.loc["prepare", "gpu_proj_us"] == pytest.approx(0.2)
+    table = nvtx_ranges(trace).set_index("name")
+    assert table.loc["step", "count"] == 1 and table.loc["prepare", "depth"] == 1.0
+
+
+def test_real_export_steps_are_top_level_ranges_with_gpu_work() -> None:
+    table = nvtx_ranges(load(testdata.DATA / "graphs" / "run_graph_kpool_nvtx.sqlite"))
+    table = table.set_index("name")
+    assert table.loc["step", "depth"] == 0 and table.loc["step", "gpu_ops"] > 0
+    # in graph mode a replay is one operation, launched from its replay range
+    for phase in ("draft.replay", "verify.replay", "draft_extend.replay"):
+        assert table.loc[phase, "depth"] == 1 and table.loc[phase, "gpu_ops"] == 1
+    # every operation launched inside a step is projected onto it: the phases add up
+    phases = table.drop(index="step")
+    assert (phases["gpu_ops"] * phases["count"]).sum() == table.loc["step", "gpu_ops"] * 10

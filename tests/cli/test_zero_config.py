@@ -1,0 +1,97 @@
+"""``specscope analyze`` on traces nobody instrumented (issue [Z]): no spec, several processes in
+one export, ``--totals`` without steps, ``ranges`` without ranges, bad regexes and targets."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pandas as pd
+import testdata
+from click.testing import CliRunner
+
+from specscope.analysis.run import AnalyzeOptions, analyze
+from specscope.analysis.spec import load_preset
+from specscope.analysis.synthetic import SyntheticExport
+from specscope.cli import cli
+
+GRAPHS = testdata.DATA / "graphs"
+
+
+def run(*args, code: int = 0):
+    result = CliRunner().invoke(cli, [str(a) for a in args])
+    assert result.exit_code == code, result.output
+    assert "Traceback" not in result.output
+    return result
+
+
+def test_no_spec_on_an_export_without_nvtx_finds_the_graph_cycle():
+    r = run("analyze", GRAPHS / "run_graph_nonvtx.sqlite", "--format", "json")
+    data = json.loads(r.stdout)
+    assert data["steps"] == 10 and "graph launch cycle [1, 4, 7]" in data["choice"]
+    assert "--anchors role1=graph:1,role2=graph:4,role3=graph:7" in data["hint"]
+    assert data["summary"]["idle_us"]["n"] == 10
+    assert any(line.startswith("warning: steps: CUDA graph") for line in r.stderr.splitlines())
+
+
+def test_no_spec_on_an_eager_loop_finds_the_step_kernel():
+    r = run("analyze", GRAPHS / "eager_nonvtx.sqlite", "--format", "json")
+    data = json.loads(r.stdout)
+    assert data["steps"] == 12 and "step_marker_kernel" in data["hint"]
+
+
+def test_two_processes_of_one_export_are_both_analysed():
+    path = GRAPHS / "two_proc_graph.sqlite"
+    data = json.loads(run("analyze", path, "--preset", "eagle", "--format", "json").stdout)
+    assert [e["rank"] for e in data["exports"]] == ["pid2099", "pid2100"]
+    assert data["ranks"]["labels"] == ["pid2099", "pid2100"] and data["ranks"]["steps"] == 12
+    for entry in data["exports"]:  # each equal to its --pid analysis
+        options = AnalyzeOptions(pid=entry["pid"]).counting("nccl")  # as for several ranks
+        alone = analyze(path, load_preset("eagle"), options)
+        ours = pd.DataFrame(entry["per_step"]).set_index("step").astype(float)  # null: NaN
+        theirs = alone.metrics.frame[ours.columns].astype(float)
+        pd.testing.assert_frame_equal(ours, theirs, check_dtype=False, check_names=False)
+    picked = json.loads(run("analyze", path, "--pid", "2100", "--format", "json").stdout)
+    assert picked["pid"] == 2100
+    table = run("analyze", path).stdout
+    assert "[pid2099]" in table and "[pid2100]" in table and "cross-rank view: 2 ranks" in table
+
+
+def test_totals_work_when_the_spec_finds_no_steps():
+    r = run("analyze", GRAPHS / "run_graph_nonvtx.sqlite", "--preset", "eagle", "--totals")
+    assert "kernels (whole capture)" in r.stdout and "memory (whole capture)" in r.stdout
+    assert "no steps" in r.stderr
+    run("analyze", GRAPHS / "run_graph_nonvtx.sqlite", "--preset", "eagle", code=2)
+
+
+def test_an_export_without_gpu_work_or_steps_is_one_error_line(tmp_path):
+    x = SyntheticExport()
+    x.range("something", 0, 100)
+    r = run("analyze", x.write(tmp_path / "cpu.sqlite"), code=2)
+    assert len(r.stderr.splitlines()) == 1 and r.stderr.startswith("Error:")
+
+
+def test_ranges_says_when_there_are_none_and_shows_projection():
+    r = run("ranges", GRAPHS / "run_graph_nonvtx.sqlite")
+    assert r.stdout.count("\n") == 1 and "no NVTX ranges" in r.stdout
+    out = run("ranges", GRAPHS / "run_graph_kpool_nvtx.sqlite", "--format", "json").stdout
+    rows = {row["name"]: row for row in json.loads(out)}
+    assert rows["step"]["depth"] == 0 and rows["step"]["gpu_ops"] > 0
+
+
+def test_bad_regex_and_db_targets_are_one_error_line(tmp_path):
+    export = tmp_path / "e.sqlite"
+    shutil.copy(GRAPHS / "run_graph_nonvtx.sqlite", export)
+    before = export.read_bytes()
+    cases = [
+        (["--count-kernels", "copy("], "--count-kernels"),
+        (["--collective", "[nccl"], "--collective"),
+        (["--anchors", "a=kernel:(x"], "--anchors"),
+        (["--db", export], "--db"),  # the input itself
+        (["--db", tmp_path], "--db"),  # a folder
+    ]
+    for extra, option in cases:
+        r = run("analyze", export, *extra, code=2)
+        lines = r.stderr.splitlines()
+        assert len(lines) == 1 and lines[0].startswith("Error:") and option in lines[0], lines
+    assert export.read_bytes() == before
