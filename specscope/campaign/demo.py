@@ -1,8 +1,13 @@
 """``specscope demo``: analyse, compare and report the bundled example exports; no GPU, no nsys.
 
-The examples (``examples/exports/``) are the bs 1 cell of the H200 campaign in node mode, one
-repetition per variant, each ``xz``-compressed (byte-exact: their sha256 after decompression is
-the one in ``examples/results.sqlite``). They are decompressed into a temporary folder,
+The examples (``examples/exports/``) are the bs 1 cell of the H200 campaign (context 8192,
+index_kpool 4, 30 steps), one repetition per variant, each ``xz``-compressed byte for byte. The
+demo compares the **graph-mode** exports (``bs1-graph-*``, recorded by ``specscope profile`` on
+2026-12-01; their ``manifest.json`` under ``examples/manifests/`` holds the sha256 of each
+decompressed export): gaps and idle are only right in graph mode, and the eager copy kernels are
+counted there too. The node-mode exports of the campaign (``bs1-node-*``, whose sha256 is in
+``examples/results.sqlite``) stay beside them for the kernels inside the graphs (node mode
+inflates launch calls, so its gaps are not compared). They are decompressed into a temporary folder,
 analysed with the ``eagle`` preset (first step dropped, as in the campaign), every variant is
 compared with the first, and a ``specscope report`` folder is written.
 
@@ -27,11 +32,9 @@ from specscope.checksum import sha256_file
 from specscope.errors import SpecscopeError
 
 REPO = Path(__file__).resolve().parents[2]
-EXAMPLES = (  # label, file under examples/exports/ (the first is the baseline)
-    ("ordinary", "bs1-node-ordinary.sqlite.xz"),
-    ("kpool_fused", "bs1-node-kpool_fused.sqlite.xz"),
-    ("draft_alias", "bs1-node-draft_alias.sqlite.xz"),
-)
+VARIANTS = ("ordinary", "kpool_fused", "draft_alias")  # the first is the baseline
+EXAMPLES = tuple((v, f"bs1-graph-{v}.sqlite.xz") for v in VARIANTS)  # what the demo compares
+NODE_EXAMPLES = tuple((v, f"bs1-node-{v}.sqlite.xz") for v in VARIANTS)  # graph internals
 FALLBACK = (("before", "eagle_node_before.sqlite"), ("after", "eagle_node_after.sqlite"))
 
 

@@ -24,7 +24,7 @@ def test_demo_prints_the_table_and_writes_a_new_report(tmp_path):
     assert lines[0] == "| Metric | ordinary | kpool_fused | change | draft_alias | change |"
     assert any(line.startswith("| Gap: draft-extend → draft |") for line in lines)
     assert any(line.startswith("| fused_metadata_copy_kernel per step | 0 | 4 |") for line in lines)
-    assert "GPU NVIDIA H200" in r.stdout and "capture mode node" in r.stdout
+    assert "GPU NVIDIA H200" in r.stdout and "capture mode graph" in r.stdout
     html = Path(lines[-1])
     assert html.name == "report.html" and html.is_file() and html.parent.parent == tmp_path
     for name in ("timeline.png", "summary.md", "composition.png"):
@@ -34,11 +34,27 @@ def test_demo_prints_the_table_and_writes_a_new_report(tmp_path):
     assert again.exit_code == 0 and Path(again.stdout.strip().splitlines()[-1]) != html
 
 
+def test_graph_examples_are_the_exports_their_manifests_recorded():
+    """Each graph-mode export the demo compares, decompressed, is byte for byte the
+    report.sqlite of its `specscope profile` run folder (manifest under examples/manifests/)."""
+    import json
+
+    for label, name in demo.EXAMPLES:
+        path = EXAMPLES / "exports" / name
+        assert path.stat().st_size <= 3 * 1024 * 1024
+        manifest = json.loads((EXAMPLES / "manifests" / f"bs1-graph-{label}.json").read_text())
+        sha = hashlib.sha256(lzma.decompress(path.read_bytes())).hexdigest()
+        assert sha == manifest["outputs"]["report.sqlite"]["sha256"], name
+        assert manifest["mode"] == "graph" and "--cuda-graph-trace=graph" in manifest["nsys"]["args"]
+        assert f"--variant {label}" in manifest["command_line"]
+
+
 def test_examples_are_the_exports_in_the_results_database():
-    """Each bundled export, decompressed, is byte for byte an export the campaign analysed."""
+    """Each bundled node-mode export, decompressed, is byte for byte an export the campaign
+    analysed."""
     db = sqlite_utils.Database(EXAMPLES / "results.sqlite")
     known = {r["sha256"]: r["trace"] for r in db["runs"].rows}
-    for label, name in demo.EXAMPLES:
+    for label, name in demo.NODE_EXAMPLES:
         path = EXAMPLES / "exports" / name
         assert path.stat().st_size <= 3 * 1024 * 1024
         sha = hashlib.sha256(lzma.decompress(path.read_bytes())).hexdigest()
