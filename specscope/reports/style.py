@@ -54,8 +54,8 @@ def anchor_colours(names: Iterable[str]) -> dict[str, int]:
 
 FOOTER_IN = 0.62  # inches under every figure for its stamp
 NODE_WARNING = (
-    "\u26a0 node-mode capture ({}): every graph kernel launch is traced, which inflates launch "
-    "calls (gaps up to 22\u00d7): its gaps and idle overstate what a graph-mode run shows"
+    "\u26a0 node-mode capture ({}): launch calls are inflated (gaps up to 22\u00d7); "
+    "gaps and idle overstate what a graph-mode run shows"
 )
 
 
