@@ -25,7 +25,7 @@ in view from the API call that launched the anchor's first GPU operation to that
 
     host  [ draft.prepare ][ draft.replay ]          NVTX phases of the launching thread
           |cudaMemcpyAsync|   |cudaGraphLaunch|      CUDA API calls
-                                \___ link ___
+                                '--- link --->
     GPU   ..[ A's work ]                      [ B's work ]
 
 **Composition** (:func:`step_composition`). Step k's window (``window_us``) is split so that

@@ -43,7 +43,8 @@ BAR_HEIGHT = 0.6
 LEFT, RIGHT = 0.1, 0.985  # axes margins (fractions of the width)
 Y_GAP = -0.8  # the gap arrows; their labels in up to three rows below
 LABEL_ROWS = (-1.0, -1.42, -1.84)
-HOST_TOP = -2.75  # the first NVTX depth; deeper ones and the API calls below
+OVERFLOW_ROW = -2.26  # one line naming the gaps whose labels found no room above
+HOST_TOP = -3.0  # the first NVTX depth; deeper ones and the API calls below
 HOST_ROW = 0.55
 MAX_DEPTH = 3
 LAUNCH_CALLS = ("cudaGraphLaunch", "cudaLaunchKernel", "cuLaunchKernel", "cuLaunchKernelEx")
@@ -122,7 +123,9 @@ def _draw_ops(ax, t: GapTimeline, lane: dict) -> None:
 
 def _draw_gaps(ax, t: GapTimeline, xlim, labels: _Labels) -> None:
     """A double arrow at :data:`Y_GAP` for every gap in view (one head where the window cuts
-    it), labelled with its name and µs in the first free row; the chosen gap bold."""
+    it), labelled with its name and µs in the first free row, the chosen gap bold; gaps too
+    crowded for that are named, left to right, in one line at :data:`OVERFLOW_ROW`."""
+    crowded = []
     for g in t.gaps.itertuples():
         x0, x1 = max(g.start_us, xlim[0]), min(g.end_us, xlim[1])
         if x1 <= x0:
@@ -144,13 +147,15 @@ def _draw_gaps(ax, t: GapTimeline, xlim, labels: _Labels) -> None:
         )
         kw = {"va": "top", "fontsize": 12, "fontweight": "bold" if chosen else "normal"}
         value = f"{g.gap_us:.1f} µs"
-        for text in (f"{pretty_gap(g.metric)}: {value}", value):
-            for ha, x in (("center", (x0 + x1) / 2), ("left", x0), ("right", x1)):
-                if labels.place(ax, x, LABEL_ROWS, text, ha=ha, **kw):
-                    break
-            else:
-                continue
-            break
+        if not any(
+            labels.place(ax, x, LABEL_ROWS, text, ha=ha, **kw)
+            for text in (f"{pretty_gap(g.metric)}: {value}", value)
+            for ha, x in (("center", (x0 + x1) / 2), ("left", x0), ("right", x1))
+        ):
+            crowded.append(f"{pretty_gap(g.metric)} {value}")
+    if crowded:
+        text = "also in view, left to right: " + "; ".join(crowded)
+        labels.place(ax, xlim[0], (OVERFLOW_ROW,), text, ha="left", va="top", fontsize=11)
 
 
 def _call_colour(name: str) -> str:
