@@ -5,7 +5,8 @@
 
 Prints one JSON object: every image (src, naturalWidth, naturalHeight), whether the comparison
 table is present (and its rows), how far the page and each comparison table's last column
-reach past the window (``overflow_px``, ``verdict_overflow_px``: 0 when nothing is clipped), every URL the page requested (all must be file: URLs: the
+reach past the window (``overflow_px``, ``verdict_overflow_px``: 0 when nothing is clipped),
+every URL the page requested (all must be file: URLs: the
 page fetches nothing from the network) and the screenshot's path. Exit 0 when every image
 loaded and the table is there, 1 otherwise. Needs ``websockets`` (the dev extra).
 """

@@ -433,9 +433,7 @@ def median_step_view(
     return MedianStep(
         step=step,
         gap=gap,
-        timeline=gap_timeline(
-            a, step, gap, lead_us=lead_us, highlight=highlight, span_us=span_us
-        ),
+        timeline=gap_timeline(a, step, gap, lead_us=lead_us, highlight=highlight, span_us=span_us),
         composition=step_composition(a, step),
         operations=step_operations(a, step),
     )

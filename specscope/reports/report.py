@@ -118,7 +118,9 @@ def figure_stamp(inputs: Sequence[ResolvedInput], labels: Sequence[str]) -> Stam
             f"{label}: {r.capture_mode} mode, {r.gpu or 'GPU unknown'}, nsys {r.nsys_version}"
             for r, label in zip(runs, labels, strict=True)
         ),
-        node=tuple(label for r, label in zip(runs, labels, strict=True) if r.capture_mode == "node"),
+        node=tuple(
+            label for r, label in zip(runs, labels, strict=True) if r.capture_mode == "node"
+        ),
     )
 
 

@@ -88,7 +88,11 @@ def _draw_anchors(ax, t: GapTimeline, top: float, xlim, colours, labels: _Labels
         c = colours[a.name]
         ax.axvspan(a.start_us, a.end_us, color=ANCHOR_COLOURS[c], alpha=0.6, lw=0, zorder=0)
         x = _centred(a.start_us, a.end_us, xlim)
-        edges = (("center", x), ("left", max(a.start_us, xlim[0])), ("right", min(a.end_us, xlim[1])))
+        edges = (
+            ("center", x),
+            ("left", max(a.start_us, xlim[0])),
+            ("right", min(a.end_us, xlim[1])),
+        )
         for ha, xx in edges:
             kw = {"ha": ha, "va": "bottom", "fontsize": 11, "color": ANCHOR_LINES[c]}
             if labels.place(ax, xx, (top,), a.name, **kw):

@@ -39,12 +39,17 @@ def _requirements() -> str | None:
     return None
 
 
-def test_report_html_in_headless_chromium(tmp_path):
+def _need_browser() -> None:
+    """Skip (fail under CI=true) when chromium or websockets is missing."""
     why = _requirements()
     if why is not None:
         if IN_CI:
             pytest.fail(f"CI=true and the browser test cannot run: {why}")
         pytest.skip(why)
+
+
+def test_report_html_in_headless_chromium(tmp_path):
+    _need_browser()
     out = tmp_path / "out"
     r = CliRunner().invoke(
         report_cmd,
@@ -74,14 +79,10 @@ def test_report_html_in_headless_chromium(tmp_path):
     assert data["ok"]
 
 
-def test_three_inputs_fit_1400_px(tmp_path, eagle_export):
+def test_three_inputs_fit_1400_px(tmp_path):
     """The comparison tables of a three-input report fit a 1400 px window: the verdict column
     is not clipped and the page does not scroll sideways."""
-    why = _requirements()
-    if why is not None:
-        if IN_CI:
-            pytest.fail(f"CI=true and the browser test cannot run: {why}")
-        pytest.skip(why)
+    _need_browser()
     out = tmp_path / "out"
     inputs = [str(DATA / f"eagle_node_{s}.sqlite") for s in ("before", "after", "before")]
     r = CliRunner().invoke(
