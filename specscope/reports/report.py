@@ -157,7 +157,8 @@ def _figure_list(gap: str, highlight: str | None) -> list[dict[str, str]]:
             "alt": "timeline of the median step of each input",
             "caption": f"The median step of each input by {gap_name}, aligned at the end of "
             f"{opener}'s GPU work (x = 0), one lane per stream; shaded: anchors' GPU extents; "
-            "arrows: gaps in µs"
+            "arrows: gaps by name in µs; below: the launching thread's NVTX phases and CUDA API "
+            "calls, dashed lines from each launch call to the GPU work it started"
             + (f"; marked: kernels matching /{highlight}/." if highlight else "."),
         },
         {
