@@ -1,9 +1,12 @@
 """Open a report.html in headless Chromium over the DevTools protocol and check it.
 
     python scripts/browser_check.py REPORT.html SCREENSHOT.png [--chromium /usr/bin/chromium]
+        [--width 1600]
 
 Prints one JSON object: every image (src, naturalWidth, naturalHeight), whether the comparison
-table is present (and its rows), every URL the page requested (all must be file: URLs: the
+table is present (and its rows), how far the page and each comparison table's last column
+reach past the window (``overflow_px``, ``verdict_overflow_px``: 0 when nothing is clipped),
+every URL the page requested (all must be file: URLs: the
 page fetches nothing from the network) and the screenshot's path. Exit 0 when every image
 loaded and the table is there, 1 otherwise. Needs ``websockets`` (the dev extra).
 """
@@ -49,6 +52,10 @@ PROBE = """JSON.stringify({
   comparison_rows: Array.from(document.querySelectorAll("table.comparison tbody tr")).length,
   comparison_tables: document.querySelectorAll("table.comparison").length,
   title: document.title,
+  overflow_px: Math.max(0, document.documentElement.scrollWidth - window.innerWidth),
+  verdict_overflow_px: Math.max(0, ...Array.from(
+    document.querySelectorAll("table.comparison tr > :last-child")).map(
+      c => c.getBoundingClientRect().right - window.innerWidth)),
   height: document.documentElement.scrollHeight
 })"""
 
@@ -107,8 +114,9 @@ def _devtools_port(profile: Path, proc: subprocess.Popen, timeout: float = 60) -
     raise RuntimeError("chromium did not open its DevTools port")
 
 
-def check(report: Path, screenshot: Path, chromium: str) -> dict:
-    """Load ``report`` in headless ``chromium``, probe it, save a full-page ``screenshot``."""
+def check(report: Path, screenshot: Path, chromium: str, width: int = WIDTH) -> dict:
+    """Load ``report`` in headless ``chromium`` ``width`` px wide, probe it, save a full-page
+    ``screenshot``."""
     report = report.resolve()
     with tempfile.TemporaryDirectory(prefix="specscope-chromium-") as tmp:
         profile = Path(tmp)
@@ -118,7 +126,7 @@ def check(report: Path, screenshot: Path, chromium: str) -> dict:
                 *FLAGS,
                 f"--user-data-dir={profile}",
                 "--remote-debugging-port=0",
-                f"--window-size={WIDTH},1000",
+                f"--window-size={width},1000",
                 "about:blank",
             ],
             stdout=subprocess.DEVNULL,
@@ -136,7 +144,7 @@ def check(report: Path, screenshot: Path, chromium: str) -> dict:
                 cdp.call("Network.enable")
                 cdp.call(
                     "Emulation.setDeviceMetricsOverride",
-                    width=WIDTH,
+                    width=width,
                     height=1000,
                     deviceScaleFactor=1,
                     mobile=False,
@@ -148,7 +156,7 @@ def check(report: Path, screenshot: Path, chromium: str) -> dict:
                 height = min(int(data["height"]), MAX_HEIGHT)
                 cdp.call(
                     "Emulation.setDeviceMetricsOverride",
-                    width=WIDTH,
+                    width=width,
                     height=height,
                     deviceScaleFactor=1,
                     mobile=False,
@@ -173,6 +181,8 @@ def check(report: Path, screenshot: Path, chromium: str) -> dict:
         and all(i["naturalWidth"] > 0 for i in data["images"])
         and data["comparison_tables"] > 0
         and data["comparison_rows"] > 0
+        and data["overflow_px"] == 0
+        and data["verdict_overflow_px"] <= 0
     )
     return data
 
@@ -182,12 +192,13 @@ def main() -> int:
     p.add_argument("report", type=Path)
     p.add_argument("screenshot", type=Path)
     p.add_argument("--chromium", default=None)
+    p.add_argument("--width", type=int, default=WIDTH, help="window width in px")
     args = p.parse_args()
     chromium = args.chromium or find_chromium()
     if chromium is None:
         print("no chromium on PATH; install Debian's chromium", file=sys.stderr)
         return 2
-    data = check(args.report, args.screenshot, chromium)
+    data = check(args.report, args.screenshot, chromium, args.width)
     print(json.dumps(data, indent=1))
     return 0 if data["ok"] else 1
 

@@ -15,7 +15,18 @@ Every GPU operation of the device that overlaps ``[-lead_us, end]`` is kept, whe
 the end of step k's GPU window (:func:`specscope.analysis.summary.step_window`), with its
 :class:`OpCategory`. Anchors are the GPU extents (first start, last end) of the anchor
 instances in view; gaps are the intervals between consecutive anchor instances, so the gap that
-opens at ``t = 0`` equals the metric's value for step k.
+opens at ``t = 0`` equals the metric's value for step k. With ``span_us`` the window is
+fixed instead: ``[-lead_us, span_us - lead_us]`` for every input (the seed's "400 µs, starting
+40 µs before draft-extend's GPU work ends" is ``span_us=400, lead_us=40``).
+
+**Host lane** (:class:`HostLane`). The launching thread's side of the same window: its NVTX
+ranges (phases, with their nesting depth), its CUDA API calls, and one link per anchor instance
+in view from the API call that launched the anchor's first GPU operation to that operation::
+
+    host  [ draft.prepare ][ draft.replay ]          NVTX phases of the launching thread
+          |cudaMemcpyAsync|   |cudaGraphLaunch|      CUDA API calls
+                                '--- link --->
+    GPU   ..[ A's work ]                      [ B's work ]
 
 **Composition** (:func:`step_composition`). Step k's window (``window_us``) is split so that
 the parts add up to it: each instant is given to the first category busy at that instant, in the
@@ -90,12 +101,33 @@ def parse_gap(metric: str) -> tuple[str, str]:
 
 
 @dataclass
+class HostLane:
+    """The launching thread in the timeline's window; times in µs from the timeline's t = 0.
+
+    ``phases``: its NVTX ranges ``name, start_us, end_us, depth`` (0: outermost).
+    ``calls``: its CUDA API calls ``name, start_us, end_us, correlation_id``.
+    ``links``: ``anchor, step, call, call_start_us, gpu_start_us, stream_id``: for each anchor
+    instance in view, from the start of the API call (``call``) that launched the anchor's
+    first GPU operation to that operation's start.
+    ``tid``: the thread; ``None`` when the export has no CUDA API calls.
+    """
+
+    tid: int | None
+    phases: pd.DataFrame
+    calls: pd.DataFrame
+    links: pd.DataFrame
+
+
+@dataclass
 class GapTimeline:
     """Step ``step``'s operations around gap ``gap`` (times in µs from the end of A's work).
 
-    ``ops``: ``stream_id, start_us, end_us, dur_us, name, category, anchor, step, highlight``.
+    ``ops``: ``stream_id, start_us, end_us, dur_us, name, category, anchor, step, highlight,
+    correlation_id, launch_us, launch_tid`` (start and thread of the API call that launched it).
     ``anchors``: ``name, start_us, end_us, step`` (GPU extent of each anchor instance in view).
     ``gaps``: ``metric, start_us, end_us, gap_us, step``.
+    ``host``: the launching thread's NVTX phases, API calls and launch links
+    (:class:`HostLane`); ``span_us``: the fixed window's width, None when it follows the step.
     """
 
     step: int
@@ -107,6 +139,8 @@ class GapTimeline:
     ops: pd.DataFrame
     anchors: pd.DataFrame
     gaps: pd.DataFrame
+    host: HostLane | None = None
+    span_us: float | None = None
 
 
 def _anchor_extents(a: Analysis) -> tuple[np.ndarray, np.ndarray]:
@@ -124,13 +158,150 @@ def _anchor_extents(a: Analysis) -> tuple[np.ndarray, np.ndarray]:
     return first, last
 
 
+def _op_frame(a: Analysis, lo: float, hi: float, t0: float, highlight: str | None):
+    """The device's operations overlapping ``[lo, hi]`` (ns), in µs from ``t0``."""
+    names = a.steps.anchors["name"].to_numpy(dtype=object)
+    ops = a.steps.ops
+    sel = (ops["end_ns"].to_numpy() > lo) & (ops["start_ns"].to_numpy() < hi)
+    o = ops[sel].sort_values(["start_ns", "stream_id"], kind="stable")
+    hl = name_matches(o, highlight) if highlight else np.zeros(len(o), dtype=bool)
+    anchor_idx = o["anchor"].to_numpy()
+    start = (o["start_ns"].to_numpy() - t0) / 1e3
+    end = (o["end_ns"].to_numpy() - t0) / 1e3
+    return pd.DataFrame(
+        {
+            "stream_id": o["stream_id"].to_numpy(),
+            "start_us": start,
+            "end_us": end,
+            "dur_us": end - start,
+            "name": o["name"].astype(str).to_numpy(),
+            "category": categories(o),
+            "anchor": np.where(anchor_idx >= 0, names[np.clip(anchor_idx, 0, None)], "")
+            if len(names)
+            else "",
+            "step": o["step"].to_numpy(),
+            "highlight": hl,
+            "correlation_id": o["correlation_id"].to_numpy(),
+            "launch_us": (o["api_start_ns"].to_numpy() - t0) / 1e3,
+            "launch_tid": o["api_tid"].to_numpy(),
+        }
+    )
+
+
+def _gap_frame(a: Analysis, first, last, lo: float, hi: float, t0: float) -> pd.DataFrame:
+    """The gaps between consecutive anchor instances that overlap ``[lo, hi]``."""
+    names = a.steps.anchors["name"].to_numpy(dtype=object)
+    a_steps = a.steps.anchors["step"].to_numpy()
+    rows = []
+    for j in range(1, len(names)):
+        s, e = last[j - 1], first[j]
+        if np.isnan(s) or np.isnan(e) or e <= lo or s >= hi:
+            continue
+        metric = f"gap_us:{names[j - 1]}->{names[j]}"
+        rows.append((metric, (s - t0) / 1e3, (e - t0) / 1e3, (e - s) / 1e3, int(a_steps[j])))
+    return pd.DataFrame(rows, columns=["metric", "start_us", "end_us", "gap_us", "step"])
+
+
+def _nesting_depth(start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Depth of each range (sorted by start, then longest first) in the stack of enclosing ones."""
+    depth = np.zeros(len(start), dtype=int)
+    stack: list[float] = []
+    for i, (s, e) in enumerate(zip(start, end, strict=True)):
+        while stack and stack[-1] <= s:
+            stack.pop()
+        depth[i] = len(stack)
+        stack.append(e)
+    return depth
+
+
+def _launch_links(
+    a: Analysis, lo: float, hi: float, calls: pd.DataFrame, t0: float
+) -> pd.DataFrame:
+    """One row per anchor instance whose launch (API call start to first GPU start) overlaps
+    ``[lo, hi]`` (ns): its first GPU operation and the API call that launched it
+    (:class:`HostLane`'s ``links``)."""
+    cols = ["anchor", "step", "call", "call_start_us", "gpu_start_us", "stream_id"]
+    ops = a.steps.ops
+    on = ops["anchor"].to_numpy() >= 0
+    if not on.any():
+        return pd.DataFrame(columns=cols)
+    o = ops[on]
+    first = o.loc[o.groupby("anchor")["start_ns"].idxmin()]
+    first = first[(first["start_ns"] > lo) & (first["api_start_ns"] < hi)].set_index("anchor")
+    anchors = a.steps.anchors
+    call_name = dict(zip(calls["correlation_id"], calls["name"], strict=True))
+    rows = []
+    for j in first.index:
+        op = first.loc[j]
+        if np.isnan(op["api_start_ns"]):
+            continue
+        rows.append(
+            (
+                anchors["name"].iat[j],
+                int(anchors["step"].iat[j]),
+                str(call_name.get(op["correlation_id"], "launch")),
+                (op["api_start_ns"] - t0) / 1e3,
+                (op["start_ns"] - t0) / 1e3,
+                op["stream_id"],
+            )
+        )
+    return pd.DataFrame(rows, columns=cols)
+
+
+def host_lane(a: Analysis, lo: float, hi: float, t0: float) -> HostLane:
+    """The launching thread's NVTX phases, API calls and anchor launch links in ``[lo, hi]``
+    (ns), in µs from ``t0`` (module doc)."""
+    tid, pid = a.steps.tid, a.steps.pid
+    nv = a.trace.nvtx
+    nv = nv[(nv["pid"] == pid) & (nv["tid"] == tid)].sort_values(
+        ["start_ns", "end_ns"], ascending=[True, False], kind="stable"
+    )
+    depth = _nesting_depth(nv["start_ns"].to_numpy(), nv["end_ns"].to_numpy())
+    inside = (nv["end_ns"].to_numpy() > lo) & (nv["start_ns"].to_numpy() < hi)
+    nv = nv[inside]
+    phases = pd.DataFrame(
+        {
+            "name": nv["name"].astype(str).to_numpy(),
+            "start_us": (nv["start_ns"].to_numpy() - t0) / 1e3,
+            "end_us": (nv["end_ns"].to_numpy() - t0) / 1e3,
+            "depth": depth[inside],
+        }
+    )
+    api = a.trace.api()
+    api = api[(api["pid"] == pid) & (api["tid"] == tid)]
+    calls = pd.DataFrame(
+        {
+            "name": api["name"].astype(str).to_numpy(),
+            "start_us": (api["start_ns"].to_numpy() - t0) / 1e3,
+            "end_us": (api["end_ns"].to_numpy() - t0) / 1e3,
+            "correlation_id": api["correlation_id"].to_numpy(),
+        }
+    )
+    links = _launch_links(a, lo, hi, calls, t0)
+    view = (calls["end_us"] > (lo - t0) / 1e3) & (calls["start_us"] < (hi - t0) / 1e3)
+    has_api = a.trace.has("CUPTI_ACTIVITY_KIND_RUNTIME")
+    return HostLane(
+        tid=int(tid) if has_api else None,
+        phases=phases.reset_index(drop=True),
+        calls=calls[view].reset_index(drop=True),
+        links=links,
+    )
+
+
 def gap_timeline(
-    a: Analysis, step: int, gap: str, *, lead_us: float = 40.0, highlight: str | None = None
+    a: Analysis,
+    step: int,
+    gap: str,
+    *,
+    lead_us: float = 40.0,
+    highlight: str | None = None,
+    span_us: float | None = None,
 ) -> GapTimeline:
     """Step ``step``'s GPU operations aligned on gap ``gap`` (see the module doc).
 
     ``lead_us``: how much before the end of A's work to start; ``highlight``: a regex of kernel
-    names whose operations get ``highlight = True``.
+    names whose operations get ``highlight = True``; ``span_us``: a fixed window width (µs;
+    default: to the end of step ``step``'s GPU window).
     """
     before, after = parse_gap(gap)
     anchors = a.steps.anchors
@@ -146,31 +317,11 @@ def gap_timeline(
         raise SpecError(f"step {step} has no {gap} with GPU work on both sides")
     i = hits[0]
     t0 = last[i - 1]
-    w_end = max(step_window(a.metrics, step)[1], first[i])
-    lo, hi = t0 - lead_us * 1e3, w_end
-
-    ops = a.steps.ops
-    sel = (ops["end_ns"].to_numpy() > lo) & (ops["start_ns"].to_numpy() < hi)
-    o = ops[sel].sort_values(["start_ns", "stream_id"], kind="stable")
-    hl = name_matches(o, highlight) if highlight else np.zeros(len(o), dtype=bool)
-    anchor_idx = o["anchor"].to_numpy()
-    start = (o["start_ns"].to_numpy() - t0) / 1e3
-    end = (o["end_ns"].to_numpy() - t0) / 1e3
-    op_frame = pd.DataFrame(
-        {
-            "stream_id": o["stream_id"].to_numpy(),
-            "start_us": start,
-            "end_us": end,
-            "dur_us": end - start,
-            "name": o["name"].astype(str).to_numpy(),
-            "category": categories(o),
-            "anchor": np.where(anchor_idx >= 0, names[np.clip(anchor_idx, 0, None)], "")
-            if len(names)
-            else "",
-            "step": o["step"].to_numpy(),
-            "highlight": hl,
-        }
-    )
+    lo = t0 - lead_us * 1e3
+    if span_us is None:
+        hi = max(step_window(a.metrics, step)[1], first[i])
+    else:
+        hi = lo + span_us * 1e3
     seen = ~np.isnan(first) & (last > lo) & (first < hi)
     anchor_frame = pd.DataFrame(
         {
@@ -180,14 +331,6 @@ def gap_timeline(
             "step": a_steps[seen],
         }
     )
-    rows = []
-    for j in range(1, len(anchors)):
-        s, e = last[j - 1], first[j]
-        if np.isnan(s) or np.isnan(e) or e <= lo or s >= hi:
-            continue
-        metric = f"gap_us:{names[j - 1]}->{names[j]}"
-        rows.append((metric, (s - t0) / 1e3, (e - t0) / 1e3, (e - s) / 1e3, int(a_steps[j])))
-    gaps = pd.DataFrame(rows, columns=["metric", "start_us", "end_us", "gap_us", "step"])
     return GapTimeline(
         step=step,
         gap=gap,
@@ -195,9 +338,11 @@ def gap_timeline(
         lead_us=lead_us,
         start_us=-lead_us,
         end_us=(hi - t0) / 1e3,
-        ops=op_frame,
+        ops=_op_frame(a, lo, hi, t0, highlight),
         anchors=anchor_frame,
-        gaps=gaps,
+        gaps=_gap_frame(a, first, last, lo, hi, t0),
+        host=host_lane(a, lo, hi, t0),
+        span_us=span_us,
     )
 
 
@@ -268,9 +413,15 @@ class MedianStep:
 
 
 def median_step_view(
-    a: Analysis, gap: str, *, lead_us: float = 40.0, highlight: str | None = None
+    a: Analysis,
+    gap: str,
+    *,
+    lead_us: float = 40.0,
+    highlight: str | None = None,
+    span_us: float | None = None,
 ) -> MedianStep:
-    """Pick the median step by ``gap`` (:func:`median_step`) and compute its views."""
+    """Pick the median step by ``gap`` (:func:`median_step`) and compute its views
+    (``span_us``: the timeline's fixed width, see :func:`gap_timeline`)."""
     parse_gap(gap)
     if gap not in a.metrics.frame or a.metrics.frame[gap].isna().all():
         have = [c for c in a.metrics.frame.columns if c.startswith("gap_us:")]
@@ -282,7 +433,7 @@ def median_step_view(
     return MedianStep(
         step=step,
         gap=gap,
-        timeline=gap_timeline(a, step, gap, lead_us=lead_us, highlight=highlight),
+        timeline=gap_timeline(a, step, gap, lead_us=lead_us, highlight=highlight, span_us=span_us),
         composition=step_composition(a, step),
         operations=step_operations(a, step),
     )

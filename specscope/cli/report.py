@@ -41,7 +41,9 @@ def _gap_and_highlight(spec, gap: str | None, highlight: str | None) -> tuple[st
     return gap, spec.report.highlight if highlight is None else highlight
 
 
-def _views(resolved, gap: str, lead_us: float, highlight: str | None) -> list:
+def _views(
+    resolved, gap: str, lead_us: float, highlight: str | None, span_us: float | None
+) -> list:
     """The median-step view of each input (None for a results-database run), with warnings."""
     from specscope.analysis.composition import median_step_view
 
@@ -51,7 +53,9 @@ def _views(resolved, gap: str, lead_us: float, highlight: str | None) -> list:
         views.append(
             None
             if a.detached
-            else median_step_view(a, gap, lead_us=lead_us, highlight=highlight or None)
+            else median_step_view(
+                a, gap, lead_us=lead_us, highlight=highlight or None, span_us=span_us
+            )
         )
     for r in resolved:
         for note in r.analysis.notes:
@@ -74,6 +78,10 @@ def _views(resolved, gap: str, lead_us: float, highlight: str | None) -> list:
 @click.option("--lead", "lead_us", default=40.0, show_default=True,
               type=click.FloatRange(min=0),
               help="µs of timeline shown before the end of the gap's opening anchor.")  # fmt: skip
+@click.option("--span", "span_us", default=None, type=click.FloatRange(min=0, min_open=True),
+              help="Show the same fixed window of this many µs for every input, starting "
+                   "--lead µs before the end of the gap's opening anchor (default: to the end "
+                   "of each median step).")  # fmt: skip
 @click.option("--highlight", default=None,
               help="Regex of kernel names to mark on the timeline ('' for none; default: the "
                    "spec's [report] highlight, else its counted kernels).")  # fmt: skip
@@ -82,20 +90,22 @@ def _views(resolved, gap: str, lead_us: float, highlight: str | None) -> list:
 @seed_option
 @click.pass_context
 def report_cmd(ctx: click.Context, inputs: tuple[str, ...], labels: str | None, out: Path,
-               spec_args: SpecArgs, gap: str | None, lead_us: float, highlight: str | None,
+               spec_args: SpecArgs, gap: str | None, lead_us: float, span_us: float | None,
+               highlight: str | None,
                noise_floor: float, min_steps: int, seed: int) -> None:  # fmt: skip
     """Write an HTML/PNG/Markdown report comparing runs into a new folder under --out.
 
     INPUT: an nsys export, a run folder of `specscope profile` (its export and manifest), a
     results database of `specscope analyze --db` (its latest run) or DB:RUN_ID. The first input
     is the baseline; each later one is compared against it. The folder gets timeline.png (each
-    input's median step by --gap, aligned at the end of the gap's opening anchor),
+    input's median step by --gap, aligned at the end of the gap's opening anchor, with the
+    launching thread's NVTX phases and CUDA API calls under the GPU streams),
     distributions.png, steps.png, composition.png, summary.md (the PR table and provenance) and
     report.html (self-contained; figures beside it). Results-database runs keep no operations:
     their timeline and composition are left empty.
 
-    Example: specscope report before.sqlite after.sqlite --skip 1 --labels main,fused --out
-    reports
+    Example: specscope report before.sqlite after.sqlite --skip 1 --labels main,fused --span 400
+    --lead 40 --out reports
     """
     from specscope.analysis.compare import compare_runs
     from specscope.analysis.inputs import resolve
@@ -115,7 +125,7 @@ def report_cmd(ctx: click.Context, inputs: tuple[str, ...], labels: str | None, 
         compare_runs([resolved[0].analysis], [r.analysis], labels=(names[0], names[i]), **stats)
         for i, r in enumerate(resolved[1:], 1)
     ]
-    views = _views(resolved, gap, lead_us, highlight)
+    views = _views(resolved, gap, lead_us, highlight, span_us)
     compare_flags = [o for p in compare_cmd.params for o in p.opts]
     given = given_options(ctx, skip=("labels",))
     commands = reproduce_commands(inputs, names, given, compare_flags, resolved)

@@ -27,9 +27,12 @@ from specscope.reports.style import (  # noqa: E402
     COMPOSITION_COLOURS,
     COMPOSITION_NAMES,
     DPI,
+    FOOTER_IN,
     INPUT_COLOURS,
     WIDTH_IN,
+    Stamp,
     rc,
+    stamp,
 )
 from specscope.reports.text import unit_text  # noqa: E402
 
@@ -55,47 +58,62 @@ def _grid(n: int, ncols: int = 3, row_h: float = 4.6):
     """``n`` axes in rows of ``ncols``; fixed margins in inches (tight_layout is slow)."""
     ncols = max(1, min(ncols, n))
     nrows = max(1, math.ceil(n / ncols))
-    height = row_h * nrows + 1.6
+    height = row_h * nrows + 1.6 + FOOTER_IN
     fig, axes = plt.subplots(nrows, ncols, figsize=(WIDTH_IN, height), squeeze=False)
     gap_in = 1.1  # title above + tick labels and x label below each row
     fig.subplots_adjust(
         left=0.06,
         right=0.99,
         top=1 - 0.95 / height,
-        bottom=1.25 / height,
+        bottom=(1.25 + FOOTER_IN) / height,
         wspace=0.22,
         hspace=gap_in / (row_h - gap_in),
     )
     flat = list(axes.flat)
     for ax in flat[n:]:
         ax.set_visible(False)
-    return fig, flat[:n]
+    return fig, flat[:n], height
 
 
-def _legend(fig, labels: Sequence[str], **kw) -> None:
-    handles = [Patch(color=_colour(i), label=lab) for i, lab in enumerate(labels)]
-    fig.legend(handles=handles, loc="lower center", ncol=min(len(labels), 6), frameon=False, **kw)
+def _legend(fig, handles: list, height: float, ncol: int) -> None:
+    """The legend just above the figure's stamp (:data:`FOOTER_IN`)."""
+    fig.legend(
+        handles=handles,
+        loc="lower center",
+        bbox_to_anchor=(0.5, FOOTER_IN / height),
+        ncol=ncol,
+        frameon=False,
+    )
 
 
-def _empty(path: Path, title: str, message: str) -> Path:
+def _empty(path: Path, title: str, message: str, stamp_: Stamp | None) -> Path:
     with plt.rc_context(rc()):
-        fig = plt.figure(figsize=(WIDTH_IN, 3))
+        height = 3 + FOOTER_IN
+        fig = plt.figure(figsize=(WIDTH_IN, height))
         fig.suptitle(title, fontsize=16)
-        fig.text(0.5, 0.45, message, ha="center", va="center")
+        fig.text(0.5, 0.5, message, ha="center", va="center")
+        stamp(fig, stamp_, height, gaps=False)
         fig.savefig(path, dpi=DPI)
         plt.close(fig)
     return path
 
 
-def distributions_figure(frames: Sequence[pd.DataFrame], labels: Sequence[str], path: Path) -> Path:
-    """Per metric, each input's per-step values: a box (p25-p75, whiskers 1.5 IQR) and points."""
+def distributions_figure(
+    frames: Sequence[pd.DataFrame],
+    labels: Sequence[str],
+    path: Path,
+    *,
+    stamp_: Stamp | None = None,
+) -> Path:
+    """Per metric, each input's per-step values: a box (p25-p75, whiskers 1.5 IQR) and points;
+    stamped with ``stamp_`` (:func:`specscope.reports.style.stamp`)."""
     metrics = plotted_metrics(frames)
     title = "Per-step distributions (box: quartiles, whiskers: 1.5 IQR; dots: steps)"
     if not metrics:
-        return _empty(path, title, "no gap, idle or memcpy values in any input")
+        return _empty(path, title, "no gap, idle or memcpy values in any input", stamp_)
     rng = np.random.default_rng(0)  # jitter only; fixed so the picture is reproducible
     with plt.rc_context(rc()):
-        fig, axes = _grid(len(metrics))
+        fig, axes, height = _grid(len(metrics))
         for ax, metric in zip(axes, metrics, strict=True):
             data = [
                 f[metric].dropna().to_numpy(dtype="float64") if metric in f else np.zeros(0)
@@ -127,20 +145,29 @@ def distributions_figure(frames: Sequence[pd.DataFrame], labels: Sequence[str], 
             ax.set_ylabel(_unit(metric))
             ax.grid(axis="y", color="#e5e5e5")
         fig.suptitle(title, fontsize=16)
-        _legend(fig, labels)
+        handles = [Patch(color=_colour(i), label=lab) for i, lab in enumerate(labels)]
+        _legend(fig, handles, height, min(len(labels), 6))
+        stamp(fig, stamp_, height)
         fig.savefig(path, dpi=DPI)
         plt.close(fig)
     return path
 
 
-def steps_figure(frames: Sequence[pd.DataFrame], labels: Sequence[str], path: Path) -> Path:
-    """Idle µs and the gaps over the step number, one line per input (stability, warm-up)."""
+def steps_figure(
+    frames: Sequence[pd.DataFrame],
+    labels: Sequence[str],
+    path: Path,
+    *,
+    stamp_: Stamp | None = None,
+) -> Path:
+    """Idle µs and the gaps over the step number, one line per input (stability, warm-up);
+    stamped with ``stamp_``."""
     metrics = [m for m in plotted_metrics(frames) if unit(m) != "count"]
     title = "Per-step values over the capture (step number as in the trace; warm-up skipped)"
     if not metrics:
-        return _empty(path, title, "no gap or idle values in any input")
+        return _empty(path, title, "no gap or idle values in any input", stamp_)
     with plt.rc_context(rc()):
-        fig, axes = _grid(len(metrics), ncols=2, row_h=4.2)
+        fig, axes, height = _grid(len(metrics), ncols=2, row_h=4.2)
         for ax, metric in zip(axes, metrics, strict=True):
             for i, f in enumerate(frames):
                 if metric not in f:
@@ -158,7 +185,8 @@ def steps_figure(frames: Sequence[pd.DataFrame], labels: Sequence[str], path: Pa
             Line2D([], [], color=_colour(i), marker="o", label=lab) for i, lab in enumerate(labels)
         ]
         handles.append(Line2D([], [], color="gray", ls=":", label="median"))
-        fig.legend(handles=handles, loc="lower center", ncol=min(len(handles), 7), frameon=False)
+        _legend(fig, handles, height, min(len(handles), 7))
+        stamp(fig, stamp_, height)
         fig.savefig(path, dpi=DPI)
         plt.close(fig)
     return path
@@ -170,14 +198,17 @@ def composition_figure(
     path: Path,
     *,
     steps: Sequence[int | None] = (),
+    stamp_: Stamp | None = None,
 ) -> Path:
-    """Per input, one horizontal bar: the median step's window split by category (µs)."""
+    """Per input, one horizontal bar: the median step's window split by category (µs);
+    stamped with ``stamp_``."""
     n = len(compositions)
+    height = 1.5 * n + 2.6 + FOOTER_IN
     title = (
         "Where the median step's GPU time goes (window split by category; overlaps counted once)"
     )
     with plt.rc_context(rc()):
-        fig, ax = plt.subplots(figsize=(WIDTH_IN, 1.5 * n + 2.6))
+        fig, ax = plt.subplots(figsize=(WIDTH_IN, height))
         ax.set_axisbelow(True)
         totals = [float(c.sum()) for c in compositions if c is not None]
         span = max(totals, default=1.0)
@@ -211,9 +242,11 @@ def composition_figure(
         handles = [
             Patch(color=COMPOSITION_COLOURS[p], label=COMPOSITION_NAMES[p]) for p in COMPOSITION
         ]
-        fig.legend(handles=handles, loc="lower center", ncol=len(handles), frameon=False)
-        height = 1.5 * n + 2.6
-        fig.subplots_adjust(left=0.08, right=0.99, top=1 - 0.9 / height, bottom=1.35 / height)
+        _legend(fig, handles, height, len(handles))
+        stamp(fig, stamp_, height)
+        fig.subplots_adjust(
+            left=0.08, right=0.99, top=1 - 0.9 / height, bottom=(1.35 + FOOTER_IN) / height
+        )
         fig.savefig(path, dpi=DPI)
         plt.close(fig)
     return path

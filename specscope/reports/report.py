@@ -17,7 +17,7 @@ from specscope.analysis.compare import Comparison, Level
 from specscope.analysis.composition import MedianStep
 from specscope.analysis.inputs import ResolvedInput
 from specscope.reports import figures, html, markdown, timeline
-from specscope.reports.style import pretty_gap
+from specscope.reports.style import Stamp, pretty_gap
 
 FILES = (
     "timeline.png",
@@ -110,6 +110,20 @@ def _warnings(comparisons: Sequence[Comparison]) -> list[str]:
     return seen
 
 
+def figure_stamp(inputs: Sequence[ResolvedInput], labels: Sequence[str]) -> Stamp:
+    """Each input's capture mode, GPU and nsys version, for the foot of every figure."""
+    runs = [i.analysis for i in inputs]
+    return Stamp(
+        inputs=tuple(
+            f"{label}: {r.capture_mode} mode, {r.gpu or 'GPU unknown'}, nsys {r.nsys_version}"
+            for r, label in zip(runs, labels, strict=True)
+        ),
+        node=tuple(
+            label for r, label in zip(runs, labels, strict=True) if r.capture_mode == "node"
+        ),
+    )
+
+
 def _write_figures(
     paths: dict[str, Path],
     inputs: Sequence[ResolvedInput],
@@ -119,14 +133,16 @@ def _write_figures(
 ) -> None:
     """Draw the four PNGs of :data:`FILES` (timeline, distributions, steps, composition)."""
     frames = [i.analysis.frame for i in inputs]
-    timeline.timeline_figure(views, labels, paths["timeline.png"], highlight=highlight)
-    figures.distributions_figure(frames, labels, paths["distributions.png"])
-    figures.steps_figure(frames, labels, paths["steps.png"])
+    s = figure_stamp(inputs, labels)
+    timeline.timeline_figure(views, labels, paths["timeline.png"], highlight=highlight, stamp_=s)
+    figures.distributions_figure(frames, labels, paths["distributions.png"], stamp_=s)
+    figures.steps_figure(frames, labels, paths["steps.png"], stamp_=s)
     figures.composition_figure(
         [v.composition if v else None for v in views],
         labels,
         paths["composition.png"],
         steps=[v.step if v else None for v in views],
+        stamp_=s,
     )
 
 
@@ -141,7 +157,8 @@ def _figure_list(gap: str, highlight: str | None) -> list[dict[str, str]]:
             "alt": "timeline of the median step of each input",
             "caption": f"The median step of each input by {gap_name}, aligned at the end of "
             f"{opener}'s GPU work (x = 0), one lane per stream; shaded: anchors' GPU extents; "
-            "arrows: gaps in µs"
+            "arrows: gaps by name in µs; below: the launching thread's NVTX phases and CUDA API "
+            "calls, dashed lines from each launch call to the GPU work it started"
             + (f"; marked: kernels matching /{highlight}/." if highlight else "."),
         },
         {

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from dataclasses import dataclass
+
 from specscope.analysis.composition import OpCategory
 from specscope.reports.markdown import display_name
 
@@ -20,6 +23,8 @@ CATEGORY_COLOURS = {
 }
 HIGHLIGHT = "#e6007e"
 ANCHOR_COLOURS = ("#fde9a9", "#cfe8f7", "#d9f2d0", "#f5d5e6")
+# The same anchors, dark enough for lines and host-lane phases (pairs with ANCHOR_COLOURS).
+ANCHOR_LINES = ("#b8860b", "#1f6fa8", "#2e8b3a", "#b03a7a")
 
 # One colour per input (before, after, ...).
 INPUT_COLOURS = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860")
@@ -38,6 +43,47 @@ COMPOSITION_NAMES = {
     "memset_us": "memsets busy",
     "idle_us": "idle",
 }
+
+
+def anchor_colours(names: Iterable[str]) -> dict[str, int]:
+    """Index into :data:`ANCHOR_COLOURS`/:data:`ANCHOR_LINES` of each anchor name, in order of
+    first appearance: the same anchor gets the same colour in every input's panel."""
+    order = dict.fromkeys(names)
+    return {n: i % len(ANCHOR_COLOURS) for i, n in enumerate(order)}
+
+
+FOOTER_IN = 0.62  # inches under every figure for its stamp
+NODE_WARNING = (
+    "\u26a0 node-mode capture ({}): launch calls are inflated (gaps up to 22\u00d7); "
+    "gaps and idle overstate what a graph-mode run shows"
+)
+
+
+@dataclass(frozen=True)
+class Stamp:
+    """What every figure is stamped with: ``inputs``, one ``label: capture mode, GPU, nsys``
+    line per input, and ``node``, the labels of node-mode inputs (a figure with their gaps or
+    idle carries :data:`NODE_WARNING`)."""
+
+    inputs: tuple[str, ...] = ()
+    node: tuple[str, ...] = ()
+
+
+def stamp(fig, s: Stamp | None, height_in: float, *, gaps: bool = True) -> None:
+    """Write ``s`` in the figure's bottom :data:`FOOTER_IN` inches; the node-mode warning (in
+    red) when ``gaps`` (the figure shows gaps or idle) and some input is node-mode."""
+    if s is None:
+        return
+    fig.text(0.01, 0.36 / height_in, "   |   ".join(s.inputs), fontsize=10, color="#444444")
+    if gaps and s.node:
+        fig.text(
+            0.01,
+            0.08 / height_in,
+            NODE_WARNING.format(", ".join(s.node)),
+            fontsize=11,
+            color="#b00020",
+            fontweight="bold",
+        )
 
 
 def pretty_gap(metric: str) -> str:

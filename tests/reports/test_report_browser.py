@@ -39,12 +39,17 @@ def _requirements() -> str | None:
     return None
 
 
-def test_report_html_in_headless_chromium(tmp_path):
+def _need_browser() -> None:
+    """Skip (fail under CI=true) when chromium or websockets is missing."""
     why = _requirements()
     if why is not None:
         if IN_CI:
             pytest.fail(f"CI=true and the browser test cannot run: {why}")
         pytest.skip(why)
+
+
+def test_report_html_in_headless_chromium(tmp_path):
+    _need_browser()
     out = tmp_path / "out"
     r = CliRunner().invoke(
         report_cmd,
@@ -71,4 +76,25 @@ def test_report_html_in_headless_chromium(tmp_path):
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
     width, height = struct.unpack(">II", png[16:24])
     assert width == 1600 and height > 2000  # the whole page, not the first screen
+    assert data["ok"]
+
+
+def test_three_inputs_fit_1400_px(tmp_path):
+    """The comparison tables of a three-input report fit a 1400 px window: the verdict column
+    is not clipped and the page does not scroll sideways."""
+    _need_browser()
+    out = tmp_path / "out"
+    inputs = [str(DATA / f"eagle_node_{s}.sqlite") for s in ("before", "after", "before")]
+    r = CliRunner().invoke(
+        report_cmd,
+        [*inputs, "--skip", "1", "--min-steps", "5", "--out", str(out),
+         "--labels", "ordinary_baseline,kpool_fused_variant,draft_alias_variant"],
+    )  # fmt: skip
+    assert r.exit_code == 0, r.stderr
+    (folder,) = out.iterdir()
+    bc = _browser_check()
+    data = bc.check(folder / "report.html", folder / "shot.png", bc.find_chromium(), width=1400)
+    assert data["comparison_tables"] == 2
+    assert data["verdict_overflow_px"] <= 0, data["verdict_overflow_px"]
+    assert data["overflow_px"] == 0
     assert data["ok"]
