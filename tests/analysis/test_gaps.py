@@ -181,8 +181,8 @@ def _hand(con: sqlite3.Connection, a_graph: int, b_graph: int, nth: int) -> tupl
         if e > reach:
             busy += e - max(s, reach)
             reach = e
-    gap = b_start - a_end
-    return (busy / 1e3, (max(gap, 0) - busy) / 1e3, (launch - a_end) / 1e3, (b_start - launch) / 1e3)
+    idle = max(b_start - a_end, 0) - busy
+    return busy / 1e3, idle / 1e3, (launch - a_end) / 1e3, (b_start - launch) / 1e3
 
 
 @pytest.mark.parametrize("spec", ["nvtx", "graph"])
