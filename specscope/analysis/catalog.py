@@ -81,6 +81,17 @@ CATALOG: tuple[MetricInfo, ...] = (
     _m("gap_us:A->B", "us", L, None, "gaps", plotted=True,
       meaning="first start of anchor B's GPU work − last end of the anchor before it "
       "(cross-step pair included; negative = overlap)"),
+    _m("gap_busy_us:A->B", "us", N, None, "gaps",  # judge idle, lag and latency instead
+      meaning="union of the device's GPU work (any stream) inside the gap A → B "
+      "(definitions: `specscope/analysis/gaps.py`)"),
+    _m("gap_idle_us:A->B", "us", L, None, "gaps",
+      meaning="max(`gap_us`, 0) − `gap_busy_us`: the GPU did nothing in the gap"),
+    _m("host_lag_us:A->B", "us", L, None, "gaps",
+      meaning="start of B's launch call (the API call of B's first GPU operation) − last end "
+      "of A's GPU work; > 0: the GPU waited for the host to issue B"),
+    _m("launch_latency_us:B", "us", L, None, "gaps",
+      meaning="first start of B's GPU work − start of its launch call (node-mode captures "
+      "inflate it)"),
     _m("eager_memcpy", "count", L, "Eager memcpys per step", "copies", plotted=True,
       meaning="memcpys launched in the step outside CUDA graphs"),
     _m(f"eager_memcpy_{{{_DIRS}}}", "count", L, None, "copies",

@@ -25,6 +25,8 @@ A is the anchor instance immediately before B on the step thread (by CPU start),
 cross-step pair (last anchor of step k-1 -> first anchor of step k) is attributed to step k.
 ``cpu_gap_us:A->B`` is the same on the host: start of range B - end of range A. When a pair
 occurs more than once in a step, the first occurrence is reported.
+What fills a gap and who waited for whom (``gap_busy_us``, ``gap_idle_us``, ``host_lag_us``
+per pair, ``launch_latency_us`` per anchor): :mod:`specscope.analysis.gaps`.
 
 **Counts** (operations of the step): ``eager_memcpy`` (memcpys not in a graph; by direction
 ``eager_memcpy_htod/_dtoh/_dtod/_other``; ``eager_memcpy_bytes``), ``eager_memset``,
@@ -152,6 +154,15 @@ def name_matches(ops: pd.DataFrame, pattern: str) -> np.ndarray:
 
 def _gaps(steps: Steps, first: np.ndarray, last: np.ndarray, prefix: str) -> pd.DataFrame:
     """``prefix``A->B per step, from each anchor instance's (first, last) time."""
+    if len(steps.anchors) < 2:
+        return pd.DataFrame()
+    return pair_frame(steps, (first[1:] - last[:-1]) / 1e3, prefix)
+
+
+def pair_frame(steps: Steps, values: np.ndarray, prefix: str) -> pd.DataFrame:
+    """``prefix``A->B per step (columns; index: step) from one value per consecutive anchor
+    instances (i - 1, i), i = 1..n-1: the pair belongs to instance i's step, and the first
+    occurrence of a pair in a step is kept (the module doc's gaps)."""
     a = steps.anchors
     if len(a) < 2:
         return pd.DataFrame()
@@ -160,7 +171,7 @@ def _gaps(steps: Steps, first: np.ndarray, last: np.ndarray, prefix: str) -> pd.
         {
             "step": a["step"].to_numpy()[1:],
             "metric": [f"{prefix}{p}->{c}" for p, c in zip(names[:-1], names[1:], strict=True)],
-            "value": (first[1:] - last[:-1]) / 1e3,
+            "value": values,
         }
     )
     rows = rows[rows["step"] >= 0]
@@ -171,10 +182,13 @@ def per_step_metrics(
     trace: Trace, steps: Steps, count_kernels: tuple[str, ...] | list[str] = ()
 ) -> StepMetrics:
     """Compute every per-step metric for the kept steps of ``steps`` (see the module doc)."""
+    from specscope.analysis import gaps  # (gaps imports metrics)
+
     spec = steps.spec
     patterns = list(dict.fromkeys([*spec.count_kernels, *count_kernels]))
     out = _host_metrics(trace, steps)
     gap_cols = [f"gap_us:{p}" for p in anchor_pairs(spec.anchor_names)]
+    gap_cols += gaps.attribution_columns(spec.anchor_names)  # (gaps: its module doc)
     kernel_cols = [f"kernels:{p}" for p in patterns] + [f"kernel_us:{p}" for p in patterns]
     api_cols = [f"api_calls:{n}" for n in API_CALLS]
     if trace.capture_mode is CaptureMode.NO_CUDA or steps.device_id is None:
@@ -192,6 +206,9 @@ def per_step_metrics(
     window_start = _window_metrics(out, steps)
     unavailable = _count_metrics(out, steps, patterns, trace.capture_mode)
     _gap_metrics(out, steps, gap_cols)
+    attribution = gaps.gap_attribution(steps)
+    for col in attribution.columns:
+        out[col] = attribution[col].to_numpy()
     _api_metrics(out, trace, steps)
     notes = list(steps.notes)
     if patterns and trace.capture_mode is CaptureMode.GRAPH:

@@ -61,6 +61,7 @@ COMMAND_MODULES = (
     "campaign",
     "demo",
     "graphs",
+    "explain",
 )
 
 

@@ -1,0 +1,429 @@
+"""Plain words for one gap: what filled it, who waited for whom, and what changed.
+
+:func:`explain_gap` takes a live analysis and a gap ``gap_us:A->B`` and tells the median step
+by that gap (the step the reports draw, :func:`~specscope.analysis.summary.median_step`):
+
+- the four numbers of :mod:`specscope.analysis.gaps` (busy, idle, host lag, launch latency);
+- the **GPU work inside the gap** ``[a, b]`` (a: last end of A's work, b: first start of B's),
+  per kernel name, memcpy direction (``memcpy HtoD``), ``memset`` or graph replay: count and
+  µs inside the gap (operations sticking out of it count only their part inside);
+- when the host was late (``host_lag_us`` > 0), **where the host was** during the lag
+  ``[a, L)`` (L: start of B's launch call) on the thread that launched B: the NVTX ranges
+  open then (other than the step range), with the µs of the lag each covers, and the CUDA
+  API calls that started then, per name with count and µs::
+
+      CPU  launching thread  |-- draft.prepare ---------------------------|[launch B]
+                                 cudaMemcpyAsync x5  cudaLaunchKernel x4
+      GPU  ..[ A ]      [copy][k]                                                 [ B ..
+                  ^ a                                            L ^              ^ b
+                  |<----------------- host lag (phases, calls) ------>|<-latency->|
+
+- what the numbers cannot tell (:func:`caveats`).
+
+:func:`explain_change` sets two such explanations side by side: the medians over steps of
+each number before and after, and the work and host items of the two median steps by name.
+:func:`story_text` and :func:`change_text` put them in words; ``to_json`` gives the same
+as data.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from specscope.analysis.composition import parse_gap
+from specscope.analysis.gaps import anchor_extents
+from specscope.analysis.run import Analysis
+from specscope.analysis.summary import median_step
+from specscope.errors import SpecError
+
+NUMBERS = ("gap_us", "gap_busy_us", "gap_idle_us", "host_lag_us", "launch_latency_us")
+_COPY = {"htod": "HtoD", "dtoh": "DtoH", "dtod": "DtoD", "other": "other", "unified": "unified"}
+
+
+@dataclass
+class Item:
+    """One line of a breakdown: a kernel, copy kind, NVTX phase or API call; ``us`` its time."""
+
+    name: str
+    count: int
+    us: float
+
+
+@dataclass
+class GapStory:
+    """One step's gap ``gap`` (module doc); ``numbers``: :data:`NUMBERS` of that step,
+    ``medians``: the same over all steps; ``launch_call``: the name of B's launch call."""
+
+    source: str
+    capture_mode: str
+    gap: str
+    step: int
+    numbers: dict[str, float]
+    medians: dict[str, float]
+    work: list[Item] = field(default_factory=list)
+    phases: list[Item] = field(default_factory=list)
+    api_calls: list[Item] = field(default_factory=list)
+    launch_call: str | None = None
+    thread_has_nvtx: bool = False
+    caveats: list[str] = field(default_factory=list)
+
+    @property
+    def pair(self) -> tuple[str, str]:
+        return parse_gap(self.gap)
+
+    def to_json(self) -> dict:
+        data = asdict(self)
+        data["numbers"] = {k: _num(v) for k, v in self.numbers.items()}
+        data["medians"] = {k: _num(v) for k, v in self.medians.items()}
+        data["bound"] = bound(self.numbers["host_lag_us"])
+        data["text"] = story_text(self)
+        return data
+
+
+def _num(x: float) -> float | None:
+    return None if x is None or math.isnan(x) else round(float(x), 3)
+
+
+def bound(host_lag_us: float) -> str:
+    """``host``: the GPU waited for the host to issue B; ``gpu``: B was issued before A's work
+    ended (the gap is launch latency); ``unknown`` without B's launch call."""
+    if math.isnan(host_lag_us):
+        return "unknown"
+    return "host" if host_lag_us > 0 else "gpu"
+
+
+def normalise_gap(gap: str) -> str:
+    """``A->B`` or ``gap_us:A->B`` -> ``gap_us:A->B`` (SpecError for anything else)."""
+    metric = gap if gap.startswith("gap_us:") else f"gap_us:{gap}"
+    parse_gap(metric)
+    return metric
+
+
+def _metric_names(gap: str) -> dict[str, str]:
+    """Per :data:`NUMBERS` entry, its metric name for the pair of ``gap``."""
+    pair = gap.partition(":")[2]
+    b = parse_gap(gap)[1]
+    names = {m: f"{m}:{pair}" for m in NUMBERS}
+    names["launch_latency_us"] = f"launch_latency_us:{b}"
+    return names
+
+
+def explain_gap(a: Analysis, gap: str, step: int | None = None) -> GapStory:
+    """Explain ``gap`` in ``step`` (default: the median step by the gap) of live analysis
+    ``a`` (module doc); SpecError for a detached analysis or a gap without values."""
+    gap = normalise_gap(gap)
+    if a.steps is None or a.trace is None:
+        raise SpecError(f"{a.source}: explain needs an nsys export (a results-database run "
+                        "keeps no operations)")  # fmt: skip
+    frame = a.metrics.frame
+    if gap not in frame or frame[gap].isna().all():
+        have = [c for c in frame.columns if c.startswith("gap_us:")]
+        raise SpecError(f"{a.source}: no value of {gap!r} in any step; gaps of this run: "
+                        f"{', '.join(have) or 'none'}")  # fmt: skip
+    step = median_step(a.metrics, gap) if step is None else step
+    names = _metric_names(gap)
+    story = GapStory(
+        source=a.source,
+        capture_mode=a.capture_mode,
+        gap=gap,
+        step=int(step),
+        numbers={k: float(frame.loc[step, m]) for k, m in names.items()},
+        medians={k: float(frame[m].median()) for k, m in names.items()},
+    )
+    _fill_details(story, a)
+    story.caveats = caveats(story)
+    return story
+
+
+def _pair_instance(a: Analysis, gap: str, step: int) -> int:
+    """Row of ``a.steps.anchors`` of B in the step's first A -> B pair (the metric's)."""
+    before, after = parse_gap(gap)
+    anchors = a.steps.anchors
+    names = anchors["name"].to_numpy(dtype=object)
+    steps = anchors["step"].to_numpy()
+    for i in range(1, len(anchors)):
+        if steps[i] == step and names[i] == after and names[i - 1] == before:
+            return i
+    raise SpecError(f"step {step} has no {gap}")
+
+
+def _fill_details(story: GapStory, a: Analysis) -> None:
+    """The work in the gap and the host's lag of ``story.step`` (module doc)."""
+    i = _pair_instance(a, story.gap, story.step)
+    ext = anchor_extents(a.steps)
+    start, end = ext.loc[i - 1, "last_ns"], ext.loc[i, "first_ns"]
+    launch, tid = ext.loc[i, "launch_ns"], int(ext.loc[i, "launch_tid"])
+    story.work = gpu_work(a.steps.ops, start, end)
+    if math.isnan(launch) or tid < 0:
+        return
+    api = a.trace.api()
+    mine = api[(api["pid"] == a.steps.pid) & (api["tid"] == tid)]
+    call = mine[mine["start_ns"] == launch]
+    story.launch_call = str(call["name"].iloc[0]) if len(call) else None
+    nvtx = a.trace.nvtx
+    thread = nvtx[(nvtx["pid"] == a.steps.pid) & (nvtx["tid"] == tid)]
+    story.thread_has_nvtx = not thread.empty
+    if launch > start:
+        story.phases = host_phases(thread, start, launch, skip=a.steps.spec.step)
+        story.api_calls = host_calls(mine, start, launch)
+
+
+def _items(frame: pd.DataFrame) -> list[Item]:
+    """``name, us`` rows -> Items per name (count, summed us), largest time first."""
+    if frame.empty:
+        return []
+    g = frame.groupby("name", sort=False)["us"].agg(["size", "sum"])
+    g = g.sort_values("sum", ascending=False, kind="stable")
+    return [Item(str(n), int(c), float(u)) for n, (c, u) in g.iterrows()]
+
+
+def op_label(kind: str, name: str, copy_kind: str | None) -> str:
+    """How a GPU operation is named in a breakdown: the kernel's name, ``memcpy HtoD``,
+    ``memset``, ``graph N replay``."""
+    if kind == "memcpy":
+        return f"memcpy {_COPY.get(copy_kind, 'other')}"
+    if kind == "memset":
+        return "memset"
+    if kind == "graph":
+        return name.strip("[]").replace("CUDA graph", "graph") + " replay"
+    return name
+
+
+def gpu_work(ops: pd.DataFrame, start: float, end: float) -> list[Item]:
+    """The device's operations inside ``[start, end]`` (ns) by :func:`op_label`: count and
+    µs inside the interval."""
+    if math.isnan(start) or math.isnan(end) or end <= start:
+        return []
+    s, e = ops["start_ns"].to_numpy(), ops["end_ns"].to_numpy()
+    sel = (e > start) & (s < end)
+    o = ops[sel]
+    labels = [
+        op_label(k, n, c)
+        for k, n, c in zip(
+            o["kind"].astype(str), o["name"].astype(str), o["copy_kind"].astype(object),
+            strict=True,
+        )
+    ]  # fmt: skip
+    us = (np.minimum(e[sel], end) - np.maximum(s[sel], start)) / 1e3
+    return _items(pd.DataFrame({"name": labels, "us": us}))
+
+
+def host_phases(thread_nvtx: pd.DataFrame, start: float, end: float, skip: str) -> list[Item]:
+    """NVTX ranges of one thread open during ``[start, end)`` (ns), other than ``skip`` (the
+    step range): per name, how many and the µs of the interval they cover."""
+    r = thread_nvtx
+    sel = (r["end_ns"].to_numpy() > start) & (r["start_ns"].to_numpy() < end)
+    r = r[sel & (r["name"].astype(str).to_numpy() != skip)]
+    us = np.minimum(r["end_ns"].to_numpy(), end) - np.maximum(r["start_ns"].to_numpy(), start)
+    return _items(pd.DataFrame({"name": r["name"].astype(str).to_numpy(), "us": us / 1e3}))
+
+
+def host_calls(thread_api: pd.DataFrame, start: float, end: float) -> list[Item]:
+    """CUDA API calls of one thread that started in ``[start, end)`` (ns): per name, count
+    and summed duration (µs)."""
+    t = thread_api["start_ns"].to_numpy()
+    c = thread_api[(t >= start) & (t < end)]
+    us = (c["end_ns"] - c["start_ns"]).to_numpy() / 1e3
+    return _items(pd.DataFrame({"name": c["name"].astype(str).to_numpy(), "us": us}))
+
+
+def caveats(story: GapStory) -> list[str]:
+    """What the numbers of ``story`` cannot tell."""
+    out = []
+    if story.capture_mode == "node":
+        out.append(
+            "node-mode capture (--cuda-graph-trace=node): tracing every graph node slows each "
+            "graph launch call, so the gap, host lag and launch latency around replays are "
+            "inflated; record with --cuda-graph-trace=graph for these numbers"
+        )
+    elif story.capture_mode == "graph":
+        out.append(
+            "graph mode: a replay is one operation, so the kernels inside A's and B's graphs "
+            "(and any idle inside them) are invisible here"
+        )
+    lag = story.numbers["host_lag_us"]
+    a, b = story.pair
+    if math.isnan(lag):
+        out.append(f"{b}'s launch call was not recorded: host lag and launch latency unknown")
+    elif lag > 0:
+        out.append("the phases say where the host was while the GPU waited, not why it was late")
+        if not story.thread_has_nvtx:
+            out.append("no NVTX ranges on the launching thread: only its CUDA API calls are told")
+    else:
+        out.append(
+            f"{b} was issued before {a} ended: its launch latency includes queueing behind "
+            "earlier GPU work, so it is not the launch overhead alone"
+        )
+    return out
+
+
+# ---------------------------------------------------------------- before / after
+
+
+@dataclass
+class GapChange:
+    """Two explanations of one gap (``labels``: the sides' names)."""
+
+    before: GapStory
+    after: GapStory
+    labels: tuple[str, str] = ("before", "after")
+
+    def to_json(self) -> dict:
+        m0, m1 = self.before.medians, self.after.medians
+        return {
+            "gap": self.before.gap,
+            "labels": list(self.labels),
+            "medians": {
+                k: {"before": _num(m0[k]), "after": _num(m1[k]), "change": _num(m1[k] - m0[k])}
+                for k in NUMBERS
+            },
+            "work": _item_changes(self.before.work, self.after.work),
+            "phases": _item_changes(self.before.phases, self.after.phases),
+            "api_calls": _item_changes(self.before.api_calls, self.after.api_calls),
+            "before": self.before.to_json(),
+            "after": self.after.to_json(),
+            "text": change_text(self),
+        }
+
+
+def explain_change(
+    before: Analysis, after: Analysis, gap: str, labels: tuple[str, str] = ("before", "after")
+) -> GapChange:
+    """:func:`explain_gap` of both sides, by the same gap."""
+    return GapChange(explain_gap(before, gap), explain_gap(after, gap), labels)
+
+
+def _item_changes(before: list[Item], after: list[Item]) -> list[dict]:
+    """Per name in either list: count and µs on both sides (0 where absent)."""
+    b, a = {i.name: i for i in before}, {i.name: i for i in after}
+    zero = Item("", 0, 0.0)
+    return [
+        {
+            "name": n,
+            "before_count": b.get(n, zero).count,
+            "after_count": a.get(n, zero).count,
+            "before_us": round(b.get(n, zero).us, 3),
+            "after_us": round(a.get(n, zero).us, 3),
+        }
+        for n in dict.fromkeys([*b, *a])
+    ]
+
+
+# ---------------------------------------------------------------- words
+
+_SHOWN = 5  # items listed per breakdown; the rest are summed up as "N more"
+
+
+def _us(x: float) -> str:
+    return "n/a" if math.isnan(x) else f"{x:.1f} µs"
+
+
+def _list(items: list[Item], calls: bool = False) -> str:
+    """``4 k 13.6 µs, 15 memcpy HtoD 4.0 µs`` (calls: ``cudaLaunchKernel ×4 20.0 µs``)."""
+    words = [
+        f"{i.name} ×{i.count} {_us(i.us)}" if calls else f"{i.count} {i.name} {_us(i.us)}"
+        for i in items[:_SHOWN]
+    ]
+    if len(items) > _SHOWN:
+        rest = items[_SHOWN:]
+        words.append(f"{sum(i.count for i in rest)} more {_us(sum(i.us for i in rest))}")
+    return ", ".join(words)
+
+
+def _who_waited(s: GapStory) -> str:
+    a, b = s.pair
+    lag, latency = s.numbers["host_lag_us"], s.numbers["launch_latency_us"]
+    call = f" ({s.launch_call} to first GPU start)" if s.launch_call else ""
+    if bound(lag) == "unknown":
+        return f"{b}'s launch call was not recorded"
+    if bound(lag) == "gpu":
+        return (
+            f"GPU-bound: {b} was launched {-lag:.1f} µs before {a}'s GPU work ended (the host "
+            f"was ahead); launch latency {_us(latency)}{call}"
+        )
+    where = ""
+    if s.phases:
+        where = "; the host was in " + ", ".join(f"{i.name} {_us(i.us)}" for i in s.phases[:3])
+    elif not s.api_calls:
+        where = "; the host made no CUDA API call meanwhile"
+    calls = ""
+    if s.api_calls:
+        total = sum(i.us for i in s.api_calls)
+        calls = f" (CUDA API calls {_us(total)} of it: {_list(s.api_calls, calls=True)})"
+    return (
+        f"host-bound: {b} was launched {lag:.1f} µs after {a}'s GPU work ended{where}{calls}; "
+        f"launch latency {_us(latency)}{call}"
+    )
+
+
+def story_text(s: GapStory) -> str:
+    """The explanation in words: one paragraph, the medians, then what it cannot tell."""
+    a, b = s.pair
+    n = s.numbers
+    busy = f"{_us(n['gap_busy_us'])}"
+    if s.work:
+        eager = all(not i.name.endswith(" replay") for i in s.work)
+        busy = f"{'eager ' if eager else ''}work {busy} ({_list(s.work)})"
+    else:
+        busy = f"work {busy}"
+    lines = [
+        f"{a} → {b} {_us(n['gap_us'])} (step {s.step}, the median step by this gap): "
+        f"GPU idle {_us(n['gap_idle_us'])}, {busy}; {_who_waited(s)}.",
+        "medians over steps: " + _medians(s.medians),
+    ]
+    lines += [f"cannot tell: {c}" for c in s.caveats]
+    return "\n".join(lines)
+
+
+_SHORT = {"gap_us": "gap", "gap_busy_us": "GPU work", "gap_idle_us": "GPU idle",
+          "host_lag_us": "host lag", "launch_latency_us": "launch latency"}  # fmt: skip
+
+
+def _medians(m: dict[str, float]) -> str:
+    return ", ".join(f"{_SHORT[k]} {_us(m[k])}" for k in NUMBERS)
+
+
+def _arrow(x0: float, x1: float) -> str:
+    if math.isnan(x0) or math.isnan(x1):
+        return f"{_us(x0)} → {_us(x1)}"
+    return f"{x0:.1f} → {x1:.1f} µs ({x1 - x0:+.1f})"
+
+
+def _changed(rows: list[dict], calls: bool = False) -> str:
+    """Items whose count or time changed by at least 0.5 µs, largest change first."""
+    moved = [
+        r for r in rows
+        if r["before_count"] != r["after_count"] or abs(r["after_us"] - r["before_us"]) >= 0.5
+    ]  # fmt: skip
+    moved.sort(key=lambda r: -abs(r["after_us"] - r["before_us"]))
+    words = []
+    for r in moved[:_SHOWN]:
+        n0, n1 = r["before_count"], r["after_count"]
+        counts = "" if n0 == n1 else f" ×{n0} → ×{n1}" if calls else f" {n0} → {n1}"
+        words.append(f"{r['name']}{counts} ({r['before_us']:.1f} → {r['after_us']:.1f} µs)")
+    return ", ".join(words) or "no change"
+
+
+def change_text(c: GapChange) -> str:
+    """The change in words, then each side's own explanation."""
+    a, b = c.before.pair
+    m0, m1 = c.before.medians, c.after.medians
+    nums = ", ".join(f"{_SHORT[k]} {_arrow(m0[k], m1[k])}" for k in NUMBERS)
+    b0, b1 = bound(c.before.numbers["host_lag_us"]), bound(c.after.numbers["host_lag_us"])
+    lines = [
+        f"{a} → {b}, {c.labels[0]} → {c.labels[1]} (medians over steps): {nums}.",
+        f"in the gap (median steps): {_changed(_item_changes(c.before.work, c.after.work))}.",
+        "host during the lag (median steps): "
+        f"{_changed(_item_changes(c.before.phases, c.after.phases))}; API calls: "
+        f"{_changed(_item_changes(c.before.api_calls, c.after.api_calls), calls=True)}.",
+        f"bound: {b0} → {b1}.",
+        "",
+        f"{c.labels[0]}: " + story_text(c.before),
+        "",
+        f"{c.labels[1]}: " + story_text(c.after),
+    ]
+    return "\n".join(lines)

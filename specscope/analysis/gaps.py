@@ -1,0 +1,149 @@
+"""Gap attribution: what filled a gap between two anchors, and who waited for whom.
+
+For each pair of consecutive anchor instances A -> B (the pairs of ``gap_us:A->B``, defined in
+:mod:`specscope.analysis.metrics`: the cross-step pair belongs to B's step, the first
+occurrence in a step is reported), with
+
+- ``a``: the last end of A's GPU work;
+- ``b``: the first start of B's GPU work;
+- ``L``: the start of *B's launch call*: the CUDA API call (``cudaGraphLaunch``,
+  ``cudaLaunchKernel``, ...) that launched B's first GPU operation (the one starting at ``b``)::
+
+    CPU  launching thread ..| prepare B: copies, kernels    |[launch B]...
+                                                             ^ L
+    GPU  ...[ A's work ]   [c1] [c2]  [c3]                           [ B's work ...
+                       ^ a                                           ^ b
+                       |<------------------ gap_us ------------------>|
+                       |<----------- host_lag_us ----------->|<------>| launch_latency_us:B
+
+    gap_busy_us:A->B      = length of the union of every GPU operation of the device (any
+                            stream, any process) inside [a, b] (here c1 + c2 + c3; overlapping
+                            work counts once); 0 when b <= a
+    gap_idle_us:A->B      = max(b - a, 0) - gap_busy_us
+    host_lag_us:A->B      = L - a: > 0, the GPU had finished A and waited for the host to
+                            issue B; < 0, B was already issued when A ended (the host was ahead)
+    launch_latency_us:B   = b - L: launch call to first GPU start (launch overhead, plus
+                            queueing behind earlier work when the host was ahead)
+
+so ``gap_us = host_lag_us + launch_latency_us``. When B's work starts before A's ends
+(overlap; ``gap_us`` < 0) busy and idle are 0::
+
+    GPU  [ A's work ......]        gap_us = b - a < 0, gap_busy_us = gap_idle_us = 0
+                  [ B's work ...]
+                  ^ b     ^ a
+
+``launch_latency_us:B`` is reported for the first instance of anchor B in each step (NVTX
+or graph anchors alike: with graph anchors the anchor *is* its launch call). A value is NaN
+when a side has no GPU work on the device or B's first operation has no recorded API call.
+
+What these numbers cannot tell: in a node-mode capture (``--cuda-graph-trace=node``) CUPTI
+traces every graph node, which slows each graph launch call, so host lag and launch latency
+around graph replays are inflated; in graph mode a replay is one operation, so work inside a
+graph (and its own idle) is invisible here.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from specscope.analysis.metrics import pair_frame, union_coverage
+from specscope.analysis.spec import anchor_pairs
+from specscope.analysis.steps import Steps
+
+PAIR_METRICS = ("gap_busy_us", "gap_idle_us", "host_lag_us")  # per anchor pair A->B
+LATENCY = "launch_latency_us"  # per anchor B
+
+
+def attribution_columns(anchor_names: tuple[str, ...]) -> list[str]:
+    """The gap-attribution metric names of a spec's anchors, in report order."""
+    pairs = anchor_pairs(anchor_names)
+    return [f"{m}:{p}" for m in PAIR_METRICS for p in pairs] + [
+        f"{LATENCY}:{n}" for n in dict.fromkeys(anchor_names)
+    ]
+
+
+def anchor_extents(steps: Steps) -> pd.DataFrame:
+    """Per anchor instance (row of ``steps.anchors``): ``first_ns`` (first start of its GPU
+    work), ``last_ns`` (last end), ``launch_ns`` (start of the API call that launched the
+    operation starting at ``first_ns``) and ``launch_tid`` (that call's thread, -1 if none);
+    NaN where the instance has no GPU work on the device."""
+    n = len(steps.anchors)
+    out = pd.DataFrame(
+        {
+            "first_ns": np.full(n, np.nan),
+            "last_ns": np.full(n, np.nan),
+            "launch_ns": np.full(n, np.nan),
+            "launch_tid": np.full(n, -1, dtype=np.int64),
+        }
+    )
+    ops = steps.ops
+    anchor = ops["anchor"].to_numpy()
+    on = np.flatnonzero(anchor >= 0)
+    if not len(on) or not n:
+        return out
+    anchor = anchor[on]
+    start, end = ops["start_ns"].to_numpy()[on], ops["end_ns"].to_numpy()[on]
+    api = ops["api_start_ns"].to_numpy()[on]
+    order = np.lexsort((api, start, anchor))  # by anchor, then start (ties: earliest call)
+    anchor, start, end = anchor[order], start[order], end[order]
+    heads = np.flatnonzero(np.r_[True, anchor[1:] != anchor[:-1]])
+    idx = anchor[heads]
+    out.loc[idx, "first_ns"] = start[heads]
+    out.loc[idx, "last_ns"] = np.maximum.reduceat(end, heads)
+    out.loc[idx, "launch_ns"] = api[order][heads]
+    out.loc[idx, "launch_tid"] = ops["api_tid"].to_numpy()[on][order][heads]
+    return out
+
+
+def pair_values(steps: Steps, ext: pd.DataFrame | None = None) -> dict[str, np.ndarray]:
+    """Per consecutive anchor instances (i - 1, i), i = 1..n-1: ``gap_us``, ``gap_busy_us``,
+    ``gap_idle_us``, ``host_lag_us`` and ``launch_latency_us`` (of instance i), in µs."""
+    ext = anchor_extents(steps) if ext is None else ext
+    a = ext["last_ns"].to_numpy()[:-1]
+    b = ext["first_ns"].to_numpy()[1:]
+    launch = ext["launch_ns"].to_numpy()[1:]
+    gap = b - a
+    busy = np.full(len(gap), np.nan)
+    ok = ~np.isnan(gap)
+    ops = steps.ops
+    covered = union_coverage(ops["start_ns"].to_numpy(), ops["end_ns"].to_numpy())
+    busy[ok] = covered(np.maximum(b[ok], a[ok])) - covered(a[ok])
+    return {
+        "gap_us": gap / 1e3,
+        "gap_busy_us": busy / 1e3,
+        "gap_idle_us": (np.maximum(gap, 0) - busy) / 1e3,
+        "host_lag_us": (launch - a) / 1e3,
+        "launch_latency_us": (b - launch) / 1e3,
+    }
+
+
+def gap_attribution(steps: Steps) -> pd.DataFrame:
+    """The :func:`attribution_columns` per kept step (index: step; module doc)."""
+    kept = steps.kept
+    out = pd.DataFrame(
+        {c: np.full(len(kept), np.nan) for c in attribution_columns(steps.spec.anchor_names)},
+        index=pd.Index(kept, name="step"),
+    )
+    if len(steps.anchors) == 0:
+        return out
+    ext = anchor_extents(steps)
+    if len(steps.anchors) >= 2:
+        values = pair_values(steps, ext)
+        for metric in PAIR_METRICS:
+            frame = pair_frame(steps, values[metric], f"{metric}:")
+            for col in frame.columns:
+                out[col] = frame[col].reindex(kept).to_numpy()
+    a = steps.anchors
+    rows = pd.DataFrame(
+        {
+            "step": a["step"].to_numpy(),
+            "metric": [f"{LATENCY}:{n}" for n in a["name"].to_numpy(dtype=object)],
+            "value": (ext["first_ns"] - ext["launch_ns"]).to_numpy() / 1e3,
+        }
+    )
+    rows = rows[rows["step"] >= 0]
+    latency = rows.groupby(["step", "metric"], sort=False)["value"].first().unstack()
+    for col in latency.columns:
+        out[col] = latency[col].reindex(kept).to_numpy()
+    return out

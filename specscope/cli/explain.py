@@ -1,0 +1,75 @@
+"""``specscope explain``: a gap in plain words (:mod:`specscope.analysis.explain`), for one
+input's median step or for the change between two inputs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from specscope.cli import Command
+from specscope.cli.options import SpecArgs, format_option, spec_options, warn
+
+
+def _labels(text: str | None, sources: list[str]) -> tuple[str, ...]:
+    """``--labels a,b``, else the inputs' file names without their suffix."""
+    if text is None:
+        return tuple(Path(s).name.removesuffix(".sqlite") for s in sources)
+    names = tuple(x.strip() for x in text.split(","))
+    if len(names) != len(sources) or not all(names):
+        raise click.UsageError(f"--labels needs {len(sources)} non-empty names, one per input")
+    return names
+
+
+@click.command("explain", cls=Command)
+@click.argument("inputs", nargs=-1, required=True, metavar="TRACE | BEFORE AFTER")
+@click.option(
+    "--gap",
+    default=None,
+    metavar="A->B",
+    help="The gap to explain (A->B or gap_us:A->B; default: the spec's report gap).",
+)
+@click.option(
+    "--labels",
+    default=None,
+    help="Comma-separated names of the two inputs (default: their file names).",
+)
+@spec_options
+@format_option("text", "json")
+def explain_cmd(inputs: tuple[str, ...], gap: str | None, labels: str | None,
+                spec_args: SpecArgs, fmt: str) -> None:  # fmt: skip
+    """Explain a gap between anchors in plain words: for the median step by the gap, the GPU
+    idle and the work inside the gap (by kernel name and memcpy kind), whether the GPU waited
+    for the host (host lag: where the host was, its NVTX phases and CUDA API calls) or the
+    host was ahead (launch latency), and what the numbers cannot tell. Given BEFORE AFTER, the
+    change between them too. Inputs: nsys exports or `specscope profile` run folders.
+
+    Example: specscope explain before.sqlite after.sqlite --gap 'draft_extend.replay->draft.replay' --skip 1
+    """  # noqa: E501
+    from specscope.analysis.explain import explain_change, explain_gap, normalise_gap
+
+    if len(inputs) > 2:
+        raise click.UsageError("give one input (TRACE) or two (BEFORE AFTER)")
+    if gap is None:
+        gap = spec_args.spec.report.gap
+        if gap is None:
+            raise click.UsageError("the step spec has no anchors: give --anchors and --gap A->B")
+    gap = normalise_gap(gap)
+    names = _labels(labels, list(inputs))
+    runs = spec_args.analyses(inputs)
+    if len(runs) == 1:
+        data = explain_gap(runs[0], gap).to_json()
+    else:
+        if runs[0].capture_mode != runs[1].capture_mode:
+            modes = f"{runs[0].capture_mode} vs {runs[1].capture_mode}"
+            warn(f"capture modes differ ({modes}): node mode inflates launch calls, so gaps, "
+                 "lag and latency are not comparable")  # fmt: skip
+        data = explain_change(runs[0], runs[1], gap, (names[0], names[1])).to_json()
+    if fmt == "json":
+        click.echo(json.dumps(data, indent=1, ensure_ascii=False))
+    else:
+        click.echo(data["text"])
+
+
+COMMANDS = (explain_cmd,)

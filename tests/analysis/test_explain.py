@@ -1,0 +1,149 @@
+"""``explain`` (:mod:`specscope.analysis.explain`, ``specscope explain``): the words and data
+for a gap's median step and for a change, on a synthetic step drawn below, the graph-mode
+kpool_fused -> draft_alias pair of tests/data/graphs and the bundled node-mode examples."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import testdata
+from click.testing import CliRunner
+
+from specscope.analysis.explain import Item, explain_change, explain_gap
+from specscope.analysis.run import AnalyzeOptions, analyze
+from specscope.analysis.spec import StepSpec, load_preset
+from specscope.analysis.synthetic import SyntheticExport
+from specscope.cli import cli
+
+GRAPHS = testdata.DATA / "graphs"
+KPOOL, ALIAS = GRAPHS / "run_graph_kpool_nvtx.sqlite", GRAPHS / "run_graph_alias_nvtx.sqlite"
+GAP = "gap_us:draft_extend.replay->draft.replay"
+COPY = "_fused_metadata_copy_kernel"
+
+
+def prep_step() -> SyntheticExport:
+    """One step; times in ns::
+
+    CPU  |A 100-400|   |-- prep 2100-2900 --|      |B 2950-3100|
+          launch@200     memcpy@2200-2250          launch@3000
+                         launch@2500-2520
+    GPU         [a_k 1000-2000] [htod 2300-2400] [copy_k 2600-2650]  [b_k 3200-4000]
+    """
+    x = SyntheticExport()
+    x.range("step", 0, 9000)
+    x.range("A", 100, 400)
+    x.kernel("a_k", 1000, 2000, x.api("cudaLaunchKernel", 200, 250))
+    x.range("prep", 2100, 2900)
+    x.memcpy("htod", 64, 2300, 2400, x.api("cudaMemcpyAsync", 2200, 2250))
+    x.kernel("copy_k", 2600, 2650, x.api("cudaLaunchKernel", 2500, 2520))
+    x.range("B", 2950, 3100)
+    x.kernel("b_k", 3200, 4000, x.api("cudaLaunchKernel", 3000, 3030))
+    return x
+
+
+def test_host_bound_step(write_export):
+    a = analyze(write_export(prep_step()), StepSpec("step", ("A", "B")))
+    s = explain_gap(a, "A->B")
+    assert s.step == 0 and s.launch_call == "cudaLaunchKernel"
+    assert s.numbers["gap_us"] == pytest.approx(1.2)
+    assert s.numbers["gap_busy_us"] == pytest.approx(0.15)
+    assert s.numbers["host_lag_us"] == pytest.approx(1.0)
+    assert s.numbers["launch_latency_us"] == pytest.approx(0.2)
+    assert s.work == [Item("memcpy HtoD", 1, pytest.approx(0.1)), Item("copy_k", 1, 0.05)]
+    assert s.phases == [Item("prep", 1, pytest.approx(0.8)), Item("B", 1, pytest.approx(0.05))]
+    assert {i.name: i.count for i in s.api_calls} == {"cudaMemcpyAsync": 1, "cudaLaunchKernel": 1}
+    text = s.to_json()["text"]
+    assert "A → B 1.2 µs" in text and "GPU idle 1.1 µs" in text
+    assert "host-bound: B was launched 1.0 µs after A's GPU work ended" in text
+    assert "the host was in prep 0.8 µs" in text and "cudaMemcpyAsync ×1" in text
+    assert s.to_json()["bound"] == "host"
+
+
+def test_gpu_bound_pair_on_real_export():
+    """draft -> verify in graph mode: verify is launched long before draft ends."""
+    a = analyze(KPOOL, load_preset("eagle"), AnalyzeOptions(skip=1))
+    s = explain_gap(a, "draft.replay->verify.replay")
+    assert s.numbers["host_lag_us"] < 0 and s.phases == [] and s.api_calls == []
+    assert s.numbers["gap_us"] == pytest.approx(
+        s.numbers["host_lag_us"] + s.numbers["launch_latency_us"]
+    )
+    text = s.to_json()["text"]
+    assert "GPU-bound: verify.replay was launched" in text and "the host was ahead" in text
+    assert any(c.startswith("graph mode:") for c in s.caveats)
+
+
+def test_kpool_to_alias_change():
+    spec, o = load_preset("eagle"), AnalyzeOptions(skip=1)
+    before, after = analyze(KPOOL, spec, o), analyze(ALIAS, spec, o)
+    c = explain_change(before, after, GAP, ("kpool_fused", "draft_alias"))
+    b = {i.name: i for i in c.before.work}
+    assert b[COPY].count == 4 and COPY not in {i.name for i in c.after.work}
+    # the numbers of each story are the metrics of its median step
+    for story, run in ((c.before, before), (c.after, after)):
+        row = run.metrics.frame.loc[story.step]
+        assert story.numbers["gap_us"] == row[GAP]
+        assert story.numbers["gap_idle_us"] == row[GAP.replace("gap_us", "gap_idle_us")]
+        assert story.medians["gap_us"] == run.summary.loc[GAP, "p50"]
+        assert sum(i.us for i in story.work) >= story.numbers["gap_busy_us"] - 1e-6
+        assert "draft.prepare" in {i.name for i in story.phases}
+    data = c.to_json()
+    (copy,) = [w for w in data["work"] if w["name"] == COPY]
+    assert (copy["before_count"], copy["after_count"]) == (4, 0)
+    assert data["medians"]["gap_us"]["change"] < 0
+    assert f"{COPY} 4 → 0" in data["text"]
+
+
+def test_cli_text_and_json():
+    runner = CliRunner()
+    args = ["explain", str(KPOOL), str(ALIAS), "--skip", "1"]
+    r = runner.invoke(cli, args)
+    assert r.exit_code == 0, r.output
+    assert r.output.startswith(
+        "draft_extend.replay → draft.replay, run_graph_kpool_nvtx → run_graph_alias_nvtx"
+    )
+    r = runner.invoke(cli, [*args, "--format", "json", "--gap", "draft.replay->verify.replay"])
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.output)
+    assert data["gap"] == "gap_us:draft.replay->verify.replay"
+    assert data["before"]["bound"] == "gpu" and set(data["medians"]) >= {"host_lag_us"}
+    r = runner.invoke(cli, ["explain", str(KPOOL), "--format", "json"])
+    assert r.exit_code == 0 and json.loads(r.output)["gap"] == GAP
+
+
+def test_cli_graph_anchors_without_nvtx():
+    anchors = "draft.replay=graph:1,verify.replay=graph:4,draft_extend.replay=graph:7"
+    path = GRAPHS / "run_graph_nonvtx.sqlite"
+    r = CliRunner().invoke(cli, ["explain", str(path), "--anchors", anchors, "--skip", "1"])
+    assert r.exit_code == 0, r.output
+    assert "host-bound: draft.replay was launched" in r.output
+    assert "no NVTX ranges on the launching thread" in r.output
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--gap", "nope"], "is not a gap metric"),
+        (["--gap", "a->b"], "no value of 'gap_us:a->b'"),
+        ([str(ALIAS), str(ALIAS)], "one input (TRACE) or two"),
+        (["--anchors", "x", "--step", "step"], "no value of"),
+    ],
+)
+def test_cli_bad_input(args, message):
+    r = CliRunner().invoke(cli, ["explain", str(KPOOL), *args])
+    assert r.exit_code == 2 and message in r.output and "Traceback" not in r.output
+
+
+def test_bundled_examples(tmp_path):
+    """The bundled node-mode examples (xz, decompressed as the demo does)."""
+    from specscope.campaign.demo import _plain
+
+    folder = testdata.ROOT / "examples" / "exports"
+    paths = [folder / f"bs1-node-{v}.sqlite.xz" for v in ("kpool_fused", "draft_alias")]
+    if not all(p.is_file() for p in paths):
+        pytest.skip("bundled examples not in this checkout")
+    plain = [_plain(p, tmp_path) for p in paths]
+    r = CliRunner().invoke(cli, ["explain", *map(str, plain), "--skip", "1"])
+    assert r.exit_code == 0, r.output
+    assert f"{COPY} 4 → 0" in r.output
+    assert "cannot tell: node-mode capture" in r.output
