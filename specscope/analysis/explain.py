@@ -427,3 +427,23 @@ def change_text(c: GapChange) -> str:
         f"{c.labels[1]}: " + story_text(c.after),
     ]
     return "\n".join(lines)
+
+
+def report_explanations(
+    analyses: list[Analysis], labels: list[str], gap: str
+) -> tuple[list[str], list[str]]:
+    """The texts a report shows under "Why": :func:`change_text` of the first input against each
+    other (both with operations), and the notes of those that could not be explained (a
+    results-database run keeps no operations; a spec without the gap's anchors)."""
+    from specscope.errors import SpecscopeError
+
+    texts, notes = [], []
+    for a, label in zip(analyses[1:], labels[1:], strict=True):
+        if analyses[0].detached or a.detached:
+            notes.append(f"no explanation of {labels[0]} → {label}: a results-database run")
+            continue
+        try:
+            texts.append(change_text(explain_change(analyses[0], a, gap, (labels[0], label))))
+        except SpecscopeError as e:
+            notes.append(f"no explanation of {labels[0]} → {label}: {e}")
+    return texts, notes

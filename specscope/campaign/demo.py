@@ -81,6 +81,7 @@ def _plain(path: Path, tmp: Path) -> Path:
 def run_demo(out: Path, examples: Path | None = None) -> Demo:
     """Analyse and compare the examples and write a report folder under ``out``."""
     from specscope.analysis.composition import median_step_view
+    from specscope.analysis.explain import report_explanations
     from specscope.reports.report import new_report_dir, write_report
 
     found, fallback = find_examples(examples)
@@ -111,6 +112,7 @@ def run_demo(out: Path, examples: Path | None = None) -> Demo:
             f"# the same by hand (xz -dk the exports first): specscope report {refs} "
             f"--labels {','.join(labels)} --skip 1",
         ]
+        explanations, _ = report_explanations([i.analysis for i in inputs], labels, shown.gap)
         write_report(
             folder,
             inputs,
@@ -120,5 +122,6 @@ def run_demo(out: Path, examples: Path | None = None) -> Demo:
             gap=shown.gap,
             commands=commands,
             highlight=shown.highlight,
+            explanations=explanations,
         )
     return Demo(folder / "report.html", comparisons, [p for _, p in found], fallback)

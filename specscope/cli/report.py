@@ -108,6 +108,7 @@ def report_cmd(ctx: click.Context, inputs: tuple[str, ...], labels: str | None, 
     --lead 40 --out reports
     """
     from specscope.analysis.compare import compare_runs
+    from specscope.analysis.explain import report_explanations
     from specscope.analysis.inputs import resolve
     from specscope.analysis.spec import check_regexes
     from specscope.analysis.targets import check_output_dir
@@ -129,9 +130,13 @@ def report_cmd(ctx: click.Context, inputs: tuple[str, ...], labels: str | None, 
     compare_flags = [o for p in compare_cmd.params for o in p.opts]
     given = given_options(ctx, skip=("labels",))
     commands = reproduce_commands(inputs, names, given, compare_flags, resolved)
+    texts, notes = report_explanations([r.analysis for r in resolved], names, gap)
+    for note in notes:
+        warn(note)
     out_dir = new_report_dir(out)
     write_report(out_dir, resolved, names, comparisons, views, gap=gap,
-                 highlight=highlight or None, commands=commands)  # fmt: skip
+                 highlight=highlight or None, commands=commands,
+                 explanations=texts)  # fmt: skip
     click.echo(str(out_dir / "report.html"))
 
 

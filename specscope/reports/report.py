@@ -79,11 +79,17 @@ def summary_markdown(
     inputs: Sequence[ResolvedInput],
     labels: Sequence[str],
     views: Sequence[MedianStep | None],
+    explanations: Sequence[str] = (),
 ) -> str:
-    """[C]'s PR table and provenance line, then every input's provenance."""
+    """[C]'s PR table and provenance line, why the gap changed (``specscope explain``'s text
+    for each comparison), then every input's provenance."""
     md = markdown
     lines = [f"# specscope report: {md.md_text(html.page_title(labels))}", ""]
-    lines += [md.render(comparisons), "## Inputs", ""]
+    lines.append(md.render(comparisons))
+    if explanations:
+        lines += ["## Why (specscope explain)", ""]
+        lines += [f"```\n{text}\n```\n" for text in explanations]
+    lines += ["## Inputs", ""]
     for i, label, view in zip(inputs, labels, views, strict=True):
         lines.append(f"### {md.md_text(label)}")
         lines.append("")
@@ -257,12 +263,17 @@ def write_report(
     highlight: str | None = None,
     commands: Sequence[str] = (),
     now: dt.datetime | None = None,
+    explanations: Sequence[str] = (),
 ) -> dict[str, Path]:
-    """Write :data:`FILES` into ``out_dir`` (an existing, empty folder); return their paths."""
+    """Write :data:`FILES` into ``out_dir`` (an existing, empty folder); return their paths.
+    ``explanations``: texts of :mod:`specscope.analysis.explain`, shown as they are."""
     now = now or dt.datetime.now(dt.timezone.utc)
     paths = {name: out_dir / name for name in FILES}
     _write_figures(paths, inputs, labels, views, highlight)
-    paths["summary.md"].write_text(summary_markdown(comparisons, inputs, labels, views))
+    paths["summary.md"].write_text(
+        summary_markdown(comparisons, inputs, labels, views, explanations)
+    )
     context = _page_context(inputs, labels, comparisons, views, gap, highlight, commands, now)
+    context["explanations"] = list(explanations)
     paths["report.html"].write_text(html.render_html(context))
     return paths

@@ -30,6 +30,12 @@ def test_demo_prints_the_table_and_writes_a_new_report(tmp_path):
     for name in ("timeline.png", "summary.md", "composition.png"):
         assert (html.parent / name).is_file()
     assert "fallback" not in r.output and "tests/data" not in r.output
+    # the report explains the gap (specscope explain's text), in the page and in summary.md
+    for name in ("report.html", "summary.md"):
+        text = (html.parent / name).read_text()
+        assert "Why (specscope explain)" in text
+        assert "_fused_metadata_copy_kernel 0 → 4" in text  # ordinary → kpool_fused
+        assert "draft.replay was launched" in text
     again = CliRunner().invoke(demo_cmd, ["--out", str(tmp_path)])
     assert again.exit_code == 0 and Path(again.stdout.strip().splitlines()[-1]) != html
 
