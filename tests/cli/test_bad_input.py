@@ -202,3 +202,20 @@ def test_input_is_never_modified(tmp_path_factory, eagle_file, args):
     assert after[0] == before[0], "the export's bytes changed"
     assert after[1] == before[1], "the export's mtime changed"
     assert after[2] == before[2], "files appeared next to the export"
+
+
+@pytest.mark.parametrize(
+    "argv, fragment",
+    [
+        (["compare", "only-one.sqlite"], "at least two inputs"),
+        (["analyze"], "Missing argument"),
+        (["analyze", "x.sqlite", "--bogus"], "--bogus"),
+        (["--bogus"], "--bogus"),
+        (["nosuch"], "nosuch"),
+        (["compare", "a", "b", "--format", "xx"], "--format"),
+    ],
+)
+def test_usage_errors_are_one_line(argv, fragment):
+    """Not click's Usage / Try / blank / Error block: one ``Error:`` line, exit 2."""
+    result = CliRunner().invoke(cli, argv)
+    assert_one_error_line(result, [fragment])
