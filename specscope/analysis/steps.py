@@ -36,7 +36,7 @@ from specscope.analysis.launch_steps import launch_steps, pick_thread
 from specscope.analysis.loader import CHUNK_ROWS, CaptureMode, Trace
 from specscope.analysis.spec import StepSpec
 from specscope.analysis.validate import no_launch_note
-from specscope.errors import SpecError
+from specscope.errors import Info, SpecError
 
 
 @dataclass
@@ -299,7 +299,7 @@ def _kept_steps(
         while len(kept) > 1 and not with_work[kept[-1]]:
             kept, dropped = kept[:-1], dropped + 1
         if dropped:
-            notes.append(f"dropped {dropped} trailing step(s) with no GPU work")
+            notes.append(Info(f"dropped {dropped} trailing step(s) with no GPU work"))
     if skip:
-        notes.append(f"skipped {skip} warm-up step(s)")
+        notes.append(Info(f"skipped {skip} warm-up step(s)"))
     return kept, dropped

@@ -178,8 +178,9 @@ def compare_cmd(inputs: tuple[str, ...], before_refs: tuple[str, ...],
     Verdicts: improved / regressed (by the metric's direction: lower is better for idle, gaps,
     memcpys, copy kernels, host time and memcpy/launch API calls; higher for occupancy_pct),
     changed (neutral counts), no change (the CI contains 0, |change| < --noise-floor, or within
-    run-to-run spread), inconclusive (< --min-steps steps), unavailable. Node-mode against graph-mode captures is
-    refused (exit 2); other mismatches (spec, GPU, nsys major version, batch size) are warnings.
+    run-to-run spread), inconclusive (< --min-steps steps), unavailable. Node-mode against
+    graph-mode captures is refused (exit 2); other mismatches (spec, GPU, nsys major version,
+    batch size) are warnings.
 
     Example: specscope compare before.sqlite after.sqlite --skip 1 --format markdown
     """

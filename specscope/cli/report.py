@@ -17,6 +17,7 @@ from specscope.cli.options import (
     report_out_option,
     seed_option,
     spec_options,
+    tell,
     warn,
 )
 
@@ -55,7 +56,7 @@ def _views(resolved, gap: str, lead_us: float, highlight: str | None) -> list:
         )
     for r in resolved:
         for note in r.analysis.notes:
-            warn(f"{r.ref}: {note}")
+            tell(note, f"{r.ref}: ")
         if r.analysis.detached:
             warn(f"{r.ref}: a results-database run; no timeline or composition for it")
     return views
