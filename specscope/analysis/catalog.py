@@ -165,6 +165,21 @@ def label(metric: str) -> str | None:
     return entry.label if entry is not None else None
 
 
+# the kernel counts that differ between the capture modes (graph mode sees no graph insides)
+_MODE_COUNTS = ("graph_kernels", "kernels:REGEX", "kernel_us:REGEX")
+
+
+def capture_mode_matters(metric: str) -> bool:
+    """Whether ``metric``'s value depends on nsys's ``--cuda-graph-trace`` mode: the window and
+    gap metrics (node mode traces every kernel of a replay, which inflates launch overhead and
+    gaps, up to 22×) and the kernel counts of :data:`_MODE_COUNTS` (graph mode records no kernel
+    inside a replay). A PR table tags these rows ``[graph]``/``[node]``."""
+    entry = find(metric)
+    return entry is not None and (
+        entry.group in ("window", "gaps") or entry.pattern in _MODE_COUNTS
+    )
+
+
 def gpu_metrics() -> list[str]:
     """The fixed-name metrics (no parameter) that need CUDA data, in catalog order, with the
     alternatives of a ``{a,b}`` pattern expanded."""
