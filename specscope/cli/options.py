@@ -167,7 +167,9 @@ class SpecArgs:
 
         check_regexes({"--count-kernels": self.values["count_kernels"]})
         names = {f.name for f in dataclasses.fields(AnalyzeOptions)}
-        return AnalyzeOptions(**{k: v for k, v in self.values.items() if k in names})
+        given = {k: v for k, v in self.values.items() if k in names}
+        # a spec's anchor missing from the export is a misspelling: one error naming it
+        return AnalyzeOptions(**given, require_anchors=True)
 
     def analyses(self, refs: Iterable[str]) -> list[Analysis]:
         """Each input reference resolved (:func:`specscope.analysis.inputs.resolve`)."""

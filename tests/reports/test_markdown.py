@@ -240,8 +240,9 @@ def _compare(*args: str):
 
 
 def test_cli_chain_compares_each_input_against_the_previous_one() -> None:
-    r = _compare("B", "A", "B", "--chain", "--skip", "1", "--format", "markdown",
-                 "--labels", "v0,v1,v2", "--metrics", "eager_memcpy", "--columns", "verdict")  # fmt: skip
+    options = ["--skip", "1", "--format", "markdown", "--labels", "v0,v1,v2"]
+    r = _compare("B", "A", "B", "--chain", *options, "--metrics", "eager_memcpy",
+                 "--columns", "verdict")  # fmt: skip
     assert r.exit_code == 0, r.output
     lines = r.stdout.splitlines()
     assert cells(lines[0]) == [
