@@ -41,6 +41,8 @@ def _print_ranks(view, labels: list[str]) -> None:
 
     click.echo(f"cross-rank view: {len(labels)} ranks, {len(view)} steps in common")
     click.echo(table_text(ranks.straggler_table(view, labels)))
+    if view["last_to_arrive"].isna().all():
+        click.echo("last_to_arrive: n/a (no export has a collective kernel in these steps)")
     click.echo("\nspread across ranks per step (max - min, us)")
     click.echo(table_text(ranks.spread_summary(view)))
 
@@ -69,6 +71,8 @@ def _analyze_several(traces, spec_args: SpecArgs, fmt: str, db, jobs, dask_sched
             results = many.analyze_many(paths, spec_args.spec, options, jobs=jobs, on_result=done)
     labels = many.rank_labels(paths)
     ok = {label: r.analysis for label, r in zip(labels, results, strict=True) if r.ok}
+    if mixed := ranks.mixed_modes({label: a.capture_mode for label, a in ok.items()}):
+        warn(mixed)
     for label, a in ok.items():
         for message in a.metrics.notes:
             tell(message, f"{label}: ")
