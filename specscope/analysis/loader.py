@@ -44,7 +44,7 @@ import numpy as np
 import pandas as pd
 
 from specscope.analysis import progress
-from specscope.analysis.compressed import remove_quietly, xz_copy
+from specscope.analysis.compressed import XZ_MAGIC, remove_quietly, xz_copy
 from specscope.analysis.sqlread import (
     SPLIT32,
     columnar_connection,
@@ -112,7 +112,9 @@ def open_readonly(path: str | Path) -> sqlite3.Connection:
     except OSError as e:
         raise TraceError(f"{path}: cannot read ({e.strerror}); check its permissions") from None
     if not header.startswith(_SQLITE_MAGIC):
-        if path.suffix in (".nsys-rep", ".qdrep", ".qdstrm"):
+        if header.startswith(XZ_MAGIC):
+            hint = f"xz-compressed: run `xz -dk {path}` and give the .sqlite"
+        elif path.suffix in (".nsys-rep", ".qdrep", ".qdstrm"):
             hint = f"export it first: `nsys export --type sqlite {path}`"
         raise TraceError(f"{path}: not a SQLite file; {hint}")
     if len(header) == 100:
