@@ -19,3 +19,11 @@ class TraceError(SpecscopeError):
 
 class SpecError(SpecscopeError):
     """The step spec does not match the trace (no such range, no steps left, ...)."""
+
+
+class Info(str):
+    """A note that informs rather than warns (``skipped 1 warm-up step(s)``): still a ``str``
+    in an analysis's notes (JSON, the results database), printed as ``note:`` by the CLI where
+    other notes are ``warning:``."""
+
+    __slots__ = ()

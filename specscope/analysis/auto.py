@@ -276,7 +276,9 @@ def _zero_config(
     failed = []
     for i, c in enumerate(choose_steps(trace, pid, graphs, **thresholds)):
         try:
-            analyses = _with_spec(trace, pid, c.spec, options, skipped)
+            # the default preset is a guess here: its anchors may be absent (a note, not an error)
+            lenient = replace(options, require_anchors=False)
+            analyses = _with_spec(trace, pid, c.spec, lenient, skipped)
         except SpecError as e:
             if i == 0 and c.spec is not None and not c.spec.from_launches:
                 raise  # the preset's ranges are there: an option (e.g. --skip) is wrong

@@ -67,7 +67,7 @@ def _m(pattern, unit, direction, label, group, needs_cuda=True, plotted=False, m
 
 
 _DIRS = ",".join(COPY_DIRECTIONS)
-_APIS = ",".join(API_CALLS)
+_HOST_APIS = ",".join(a for a in API_CALLS if a != "cudaGraphLaunch")
 # In the order of the README's table.
 CATALOG: tuple[MetricInfo, ...] = (
     _m("window_us", "us", L, "GPU time per step", "window",
@@ -110,9 +110,11 @@ CATALOG: tuple[MetricInfo, ...] = (
       meaning="kernels of the step whose name matches REGEX (graph mode: the eager ones only)"),
     _m("kernel_us:REGEX", "us", N, None, "kernels",
       meaning="summed device time of the kernels matching REGEX (e.g. NCCL, waiting included)"),
-    _m(f"api_calls:{{{_APIS}}}", "count", N, None, "api",
+    _m(f"api_calls:{{{_HOST_APIS}}}", "count", L, None, "api",  # host work on the step's path
       meaning="CUDA API calls of that family (runtime, driver `cu*`, `_ptsz`) started in the "
       "step on its thread"),
+    _m("api_calls:{cudaGraphLaunch}", "count", N, None, "api",  # more graphs can be the goal
+      meaning="the same, for graph launches (not judged, like `graph_launches`)"),
     _m("cpu_step_us", "us", L, "Host time per step", "host", needs_cuda=False,
       meaning="duration of the step range on the host"),
     _m("cpu_us:R", "us", L, None, "host", needs_cuda=False,
@@ -172,6 +174,21 @@ def label(metric: str) -> str | None:
     """The catalog's PR name of ``metric`` (None: none; families have none)."""
     entry = find(metric)
     return entry.label if entry is not None else None
+
+
+# the kernel counts that differ between the capture modes (graph mode sees no graph insides)
+_MODE_COUNTS = ("graph_kernels", "kernels:REGEX", "kernel_us:REGEX")
+
+
+def capture_mode_matters(metric: str) -> bool:
+    """Whether ``metric``'s value depends on nsys's ``--cuda-graph-trace`` mode: the window and
+    gap metrics (node mode traces every kernel of a replay, which inflates launch overhead and
+    gaps, up to 22×) and the kernel counts of :data:`_MODE_COUNTS` (graph mode records no kernel
+    inside a replay). A PR table tags these rows ``[graph]``/``[node]``."""
+    entry = find(metric)
+    return entry is not None and (
+        entry.group in ("window", "gaps") or entry.pattern in _MODE_COUNTS
+    )
 
 
 def gpu_metrics() -> list[str]:

@@ -32,6 +32,7 @@ import enum
 import re
 import sqlite3
 import struct
+import weakref
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -43,6 +44,7 @@ import numpy as np
 import pandas as pd
 
 from specscope.analysis import progress
+from specscope.analysis.compressed import XZ_MAGIC, remove_quietly, xz_copy
 from specscope.analysis.sqlread import (
     SPLIT32,
     columnar_connection,
@@ -110,7 +112,9 @@ def open_readonly(path: str | Path) -> sqlite3.Connection:
     except OSError as e:
         raise TraceError(f"{path}: cannot read ({e.strerror}); check its permissions") from None
     if not header.startswith(_SQLITE_MAGIC):
-        if path.suffix in (".nsys-rep", ".qdrep", ".qdstrm"):
+        if header.startswith(XZ_MAGIC):
+            hint = f"xz-compressed: run `xz -dk {path}` and give the .sqlite"
+        elif path.suffix in (".nsys-rep", ".qdrep", ".qdstrm"):
             hint = f"export it first: `nsys export --type sqlite {path}`"
         raise TraceError(f"{path}: not a SQLite file; {hint}")
     if len(header) == 100:
@@ -136,6 +140,9 @@ class Trace:
     con: sqlite3.Connection = field(repr=False)
     tables: frozenset[str]
     meta: dict[str, str]
+    # the SQLite file read: ``path``, or for an xz-compressed export its decompressed copy (a
+    # temporary file deleted with the Trace)
+    sqlite_file: Path | None = field(default=None, repr=False)
 
     @property
     def nsys_version(self) -> str:
@@ -313,7 +320,7 @@ class Trace:
 
     @cached_property
     def _columnar(self):
-        return columnar_connection(self.path)
+        return columnar_connection(self.sqlite_file or self.path)
 
     def int_columns(self, sql: str, ncols: int) -> list[np.ndarray]:
         """The integer columns of ``sql`` as int64 arrays (see :mod:`.sqlread`)."""
@@ -407,7 +414,7 @@ class Trace:
             return self._read(
                 lambda: int_columns_many(
                     self.con,
-                    lambda: columnar_connection(self.path),
+                    lambda: columnar_connection(self.sqlite_file or self.path),
                     parts,
                     len(_OP_COLUMNS),
                     ("i8", "i8", "i8", SPLIT32, SPLIT32, SPLIT32, "i8"),
@@ -755,9 +762,32 @@ def _categorical(
 
 
 def load(path: str | Path) -> Trace:
-    """Open an nsys SQLite export read-only; raise TraceError naming the problem and the fix."""
+    """Open an nsys SQLite export read-only; raise TraceError naming the problem and the fix.
+    An xz-compressed export (``FILE.sqlite.xz``) is read from a decompressed temporary copy;
+    the file given is never written."""
     path = Path(path)
-    con = open_readonly(path)
+    plain = xz_copy(path)
+    try:
+        trace = _load(path, plain or path)
+    except BaseException:
+        if plain is not None:
+            plain.unlink()
+        raise
+    if plain is not None:
+        trace.sqlite_file = plain
+        weakref.finalize(trace, remove_quietly, plain)
+    return trace
+
+
+def _load(path: Path, plain: Path) -> Trace:
+    """:func:`load` of the SQLite file ``plain`` (``path`` itself unless decompressed);
+    errors name ``path``."""
+    try:
+        con = open_readonly(plain)
+    except TraceError as e:
+        if plain == path:
+            raise
+        raise TraceError(str(e).replace(str(plain), f"{path} (decompressed)")) from None
     with _sql_errors(path):
         tables = frozenset(
             r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")

@@ -25,9 +25,9 @@ wait *inside* the collective kernel, which then runs long on every rank but the 
 
 With ``collective`` (a ``count_kernels`` pattern, e.g. ``nccl``) and its ``kernel_us:PATTERN``
 metric in every export, ``last_to_arrive`` is the rank with the shortest collective time in
-the step (``kernel_us:PATTERN:argmin``), and ``kernel_us:PATTERN:spread`` is how long the
-earliest rank waited for it. A rank that arrives last in most steps is the straggler. All
-values are µs.
+the step (``kernel_us:PATTERN:argmin``; None in a step where no rank ran it), and
+``kernel_us:PATTERN:spread`` is how long the earliest rank waited for it. A rank that arrives
+last in most steps is the straggler. All values are µs.
 """
 
 from __future__ import annotations
@@ -89,8 +89,26 @@ def cross_rank(
     slowest = frame[by] if by in frame else pd.Series(None, index=index, dtype=object)
     frame.insert(0, "slowest_rank", slowest)
     late = f"kernel_us:{collective}:argmin"
-    frame.insert(1, "last_to_arrive", frame[late] if late in frame else None)
+    if late in frame:  # only in steps where some rank ran the collective (else argmin is noise)
+        ran = frame[f"kernel_us:{collective}:max"].to_numpy() > 0
+        frame.insert(1, "last_to_arrive", np.where(ran, frame[late].to_numpy(), None))
+    else:
+        frame.insert(1, "last_to_arrive", None)
     return frame
+
+
+def mixed_modes(modes: Mapping[str, str]) -> str | None:
+    """A warning when the ranks' capture modes differ (rank label -> capture mode): CPU-only,
+    graph-mode and node-mode exports measure different things (node mode inflates gaps, graph
+    mode hides graph kernels, CPU-only has no GPU metrics), so their spreads compare nothing;
+    None when they agree."""
+    by_mode: dict[str, list[str]] = {}
+    for label, mode in modes.items():
+        by_mode.setdefault(mode, []).append(label)
+    if len(by_mode) < 2:
+        return None
+    parts = "; ".join(f"{mode}: {', '.join(labels)}" for mode, labels in by_mode.items())
+    return f"the exports mix capture modes ({parts}): their cross-rank spreads are not comparable"
 
 
 def straggler_table(view: pd.DataFrame, labels: list[str]) -> pd.DataFrame:

@@ -43,13 +43,16 @@ class AnalyzeOptions:
     ``skip``: warm-up steps dropped from the start. ``pid``/``device``: the process and GPU to
     read (None: picked as :func:`~specscope.analysis.steps.find_steps` documents).
     ``count_kernels``: regexes of kernel names counted per step (``kernels:``/``kernel_us:``
-    metrics) on top of the spec's own.
+    metrics) on top of the spec's own. ``require_anchors``: an anchor absent from the step thread
+    is an error naming it (the CLI's setting: a misspelled ``--anchors``); False (the library's
+    default, and zero-config's guess of the default preset): a note, its gaps unavailable.
     """
 
     skip: int = 0
     pid: int | None = None
     device: int | None = None
     count_kernels: tuple[str, ...] = ()
+    require_anchors: bool = False
 
     def counting(self, *patterns: str) -> AnalyzeOptions:
         """These options with ``patterns`` also counted (each once; empty ones ignored)."""
@@ -196,7 +199,9 @@ def analyze_trace(
     """:func:`analyze` of an export already loaded (several analyses of one export share it)."""
     o = options
     validated(trace)  # rows with impossible times dropped once, before any step is found
-    steps = find_steps(trace, spec, skip=o.skip, pid=o.pid, device=o.device)
+    steps = find_steps(
+        trace, spec, skip=o.skip, pid=o.pid, device=o.device, require_anchors=o.require_anchors
+    )
     return analysis_of(trace, steps, o.count_kernels)
 
 

@@ -36,7 +36,7 @@ from specscope.analysis.launch_steps import launch_steps, pick_thread
 from specscope.analysis.loader import CHUNK_ROWS, CaptureMode, Trace
 from specscope.analysis.spec import StepSpec
 from specscope.analysis.validate import no_launch_note
-from specscope.errors import SpecError
+from specscope.errors import Info, SpecError
 
 
 @dataclass
@@ -120,12 +120,15 @@ def find_steps(
     skip: int = 0,
     pid: int | None = None,
     device: int | None = None,
+    require_anchors: bool = False,
 ) -> Steps:
     """Find the steps of ``spec`` in ``trace`` and project the GPU operations onto them.
 
     NVTX steps and anchors are ranges (the module doc); a spec whose steps come from GPU
     launches (graph or kernel anchors without ``--step``, or ``--step kernel:REGEX``) gets
     them from :func:`specscope.analysis.launch_steps.launch_steps`, which documents them.
+    An anchor absent from the steps' thread is a note (its gaps are unavailable), or with
+    ``require_anchors`` a :class:`MissingAnchorError` naming it.
     """
     notes: list[str] = []
     if spec.from_launches:
@@ -134,6 +137,11 @@ def find_steps(
     else:
         sel_pid, sel_tid, all_steps, anchors = _nvtx_steps(trace, spec, pid, notes)
         what = f"{spec.step!r} steps"
+    if missing := [a for a in spec.anchor_names if a not in set(anchors["name"])]:
+        error = MissingAnchorError(trace, spec, missing, sel_pid, sel_tid)
+        if require_anchors:
+            raise error
+        notes.append(f"{error}; their gaps are unavailable")
     if skip >= len(all_steps):
         raise SpecError(
             f"zero steps left after --skip {skip}: the trace has {len(all_steps)} {what} "
@@ -194,12 +202,6 @@ def _nvtx_steps(
     anchor_rows = thread[thread["name"].isin(spec.anchors)]
     if spec.domain is not None:
         anchor_rows = anchor_rows[anchor_rows["domain"] == spec.domain]
-    missing = [a for a in spec.anchors if a not in set(anchor_rows["name"])]
-    if missing:
-        notes.append(
-            f"anchor range(s) {', '.join(map(repr, missing))} not found on the step thread; "
-            f"their gaps are unavailable (closest: {_closest_names(thread, missing[0])})"
-        )
     anchors = anchor_rows.sort_values("start_ns", kind="stable")
     anchors = pd.DataFrame(
         {
@@ -209,6 +211,25 @@ def _nvtx_steps(
         }
     )
     return int(sel_pid), int(sel_tid), all_steps, anchors
+
+
+class MissingAnchorError(SpecError):
+    """Anchors of the spec absent from the steps' thread (most often a misspelling): NVTX
+    anchors with the closest range names of that thread, launch anchors with where to look."""
+
+    def __init__(self, trace: Trace, spec: StepSpec, missing: list[str], pid: int, tid: int):
+        self.missing = missing
+        names = ", ".join(map(repr, missing))
+        if spec.anchor_markers[spec.anchor_names.index(missing[0])] is None:
+            nvtx = trace.nvtx
+            thread = nvtx[(nvtx["pid"] == pid) & (nvtx["tid"] == tid)]
+            hint = f"closest: {_closest_names(thread, missing[0])}"
+            super().__init__(f"anchor range(s) {names} not found on the step thread ({hint})")
+        else:
+            super().__init__(
+                f"anchor(s) {names} never launched on the step thread "
+                "(`specscope graphs TRACE` lists the graphs and their launches)"
+            )
 
 
 def _no_step_ranges(nvtx: pd.DataFrame, spec: StepSpec) -> SpecError:
@@ -299,7 +320,7 @@ def _kept_steps(
         while len(kept) > 1 and not with_work[kept[-1]]:
             kept, dropped = kept[:-1], dropped + 1
         if dropped:
-            notes.append(f"dropped {dropped} trailing step(s) with no GPU work")
+            notes.append(Info(f"dropped {dropped} trailing step(s) with no GPU work"))
     if skip:
-        notes.append(f"skipped {skip} warm-up step(s)")
+        notes.append(Info(f"skipped {skip} warm-up step(s)"))
     return kept, dropped

@@ -30,6 +30,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from specscope.analysis.compressed import is_xz
 from specscope.analysis.loader import open_readonly
 from specscope.analysis.metrics import StepMetrics
 from specscope.analysis.run import Analysis
@@ -148,6 +149,8 @@ def append_run(db_path: str | Path, a: Analysis, trace: str | None = None) -> in
 
 def is_results_db(path: str | Path) -> bool:
     """Whether ``path`` is a results database of ``specscope analyze --db`` (has ``runs``)."""
+    if is_xz(Path(path)):  # a compressed export (results databases are never read compressed)
+        return False
     con = open_readonly(path)
     try:
         names = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}

@@ -13,20 +13,37 @@ import sys
 from importlib import import_module
 
 import click
+from click.exceptions import NoArgsIsHelpError
 
 from specscope.errors import SpecscopeError
 
 
+def _one_line(message: str, exit_code: int) -> click.ClickException:
+    err = click.ClickException(message)
+    err.exit_code = exit_code
+    return err
+
+
 class _OneLineErrors:
-    """Turns SpecscopeError into click's one-line ``Error:`` with the error's exit code."""
+    """Turns SpecscopeError and click's usage errors (bad flags, missing arguments: click
+    prints them as Usage / Try / blank / Error) into one ``Error:`` line with the error's exit
+    code (2 for usage errors)."""
+
+    def make_context(self, *args, **kwargs) -> click.Context:
+        try:
+            return super().make_context(*args, **kwargs)  # type: ignore[misc]
+        except NoArgsIsHelpError:  # a bare group: its help, as click prints it
+            raise
+        except click.UsageError as e:
+            raise _one_line(e.format_message(), e.exit_code) from None
 
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)  # type: ignore[misc]
         except SpecscopeError as e:
-            err = click.ClickException(str(e))
-            err.exit_code = e.exit_code
-            raise err from None
+            raise _one_line(str(e), e.exit_code) from None
+        except click.UsageError as e:
+            raise _one_line(e.format_message(), e.exit_code) from None
 
 
 class Command(_OneLineErrors, click.Command):

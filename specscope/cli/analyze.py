@@ -13,7 +13,15 @@ from pathlib import Path
 import click
 
 from specscope.cli import Command
-from specscope.cli.options import SpecArgs, format_option, spec_options, table_text, warn
+from specscope.cli.options import (
+    SpecArgs,
+    format_option,
+    note,
+    spec_options,
+    table_text,
+    tell,
+    warn,
+)
 from specscope.errors import SpecError, SpecscopeError
 
 PRESET_CHOICE = "NVTX ranges of preset"  # how analysis.auto names choice (a)
@@ -33,6 +41,8 @@ def _print_ranks(view, labels: list[str]) -> None:
 
     click.echo(f"cross-rank view: {len(labels)} ranks, {len(view)} steps in common")
     click.echo(table_text(ranks.straggler_table(view, labels)))
+    if view["last_to_arrive"].isna().all():
+        click.echo("last_to_arrive: n/a (no export has a collective kernel in these steps)")
     click.echo("\nspread across ranks per step (max - min, us)")
     click.echo(table_text(ranks.spread_summary(view)))
 
@@ -61,11 +71,13 @@ def _analyze_several(traces, spec_args: SpecArgs, fmt: str, db, jobs, dask_sched
             results = many.analyze_many(paths, spec_args.spec, options, jobs=jobs, on_result=done)
     labels = many.rank_labels(paths)
     ok = {label: r.analysis for label, r in zip(labels, results, strict=True) if r.ok}
+    if mixed := ranks.mixed_modes({label: a.capture_mode for label, a in ok.items()}):
+        warn(mixed)
     for label, a in ok.items():
-        for note in a.metrics.notes:
-            warn(f"{label}: {note}")
+        for message in a.metrics.notes:
+            tell(message, f"{label}: ")
     if db is not None and (ids := many.store_results(db, results)):
-        warn(f"appended runs {', '.join(map(str, ids))} to {db}")
+        note(f"appended runs {', '.join(map(str, ids))} to {db}")
     view = None
     if len(ok) >= 2:
         frames = {k: a.metrics.frame for k, a in ok.items()}
@@ -145,11 +157,11 @@ def _warn_about(process, spec_given: bool, label: str = "") -> None:
     prefix = f"{label}: " if label else ""
     if not spec_given and not process.choice.startswith(PRESET_CHOICE):
         # the default preset's ranges are what `analyze TRACE` always used: said only otherwise
-        warn(f"{prefix}steps: {process.choice}")
+        note(f"{prefix}steps: {process.choice}")
         if process.hint:
-            warn(f"{prefix}refine with: {process.hint}")
-    for note in process.analysis.metrics.notes:
-        warn(prefix + note)
+            note(f"{prefix}refine with: {process.hint}")
+    for message in process.analysis.metrics.notes:
+        tell(message, prefix)
     for why, metrics in unavailable_by_reason(process.analysis.metrics).items():
         warn(f"{prefix}{len(metrics)} GPU metric(s) unavailable: {why}")
 
@@ -167,7 +179,7 @@ def _print_processes(export, fmt: str, db, totals: bool) -> None:
         from specscope.analysis.store import append_run
 
         ids = [append_run(db, p.analysis) for p in export.processes]
-        warn(f"appended runs {', '.join(map(str, ids))} to {db}")
+        note(f"appended runs {', '.join(map(str, ids))} to {db}")
     trace = export.processes[0].analysis.trace
     if fmt == "json":
         data = export.to_json() | {"trace": str(export.path), "failed": []}
@@ -285,7 +297,7 @@ def analyze(traces: tuple[Path, ...], spec_args: SpecArgs, fmt: str, db: Path | 
     if db is not None:
         from specscope.analysis.store import append_run
 
-        warn(f"appended run {append_run(db, result)} to {db}")
+        note(f"appended run {append_run(db, result)} to {db}")
     extra = {} if spec_args.spec_given else {"choice": process.choice, "hint": process.hint}
     _print_one(result, fmt, totals, timeline, median_by, extra, process.top_kernels)
 

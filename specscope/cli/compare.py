@@ -40,10 +40,10 @@ def _side_text(label: str, runs) -> str:
     return f"{label}: {sources}"
 
 
-def _metrics_table(c) -> str:
+def _metrics_table(c, rows: list[str] | None = None) -> str:
     import pandas as pd
 
-    m = c.metrics
+    m = c.metrics if rows is None else c.metrics.loc[[r for r in rows if r in c.metrics.index]]
     multi = (m["before_runs"].max() > 1) or (m["after_runs"].max() > 1)
 
     def value(p50, p10, p90, n) -> str:
@@ -110,8 +110,9 @@ def _groups(inputs, before_refs, after_refs) -> list[list[str]]:
     return [[ref] for ref in inputs]
 
 
-def _markdown_rows(comparisons, metric_list: str | None) -> list[str] | None:
-    """``--metrics``: None (the PR table), every metric (``all``) or the names given."""
+def _selected_rows(comparisons, metric_list: str | None) -> list[str] | None:
+    """``--metrics``: None (the format's default: the PR table in Markdown, every metric in the
+    table format), every metric (``all``) or the names given (unknown names: a usage error)."""
     if metric_list == "all":
         return list(comparisons[0].metrics.index)
     if not metric_list:
@@ -123,7 +124,18 @@ def _markdown_rows(comparisons, metric_list: str | None) -> list[str] | None:
     return rows
 
 
-def _print_tables(comparisons) -> None:
+def _columns(text: str) -> list[str]:
+    """``--columns``: the optional Markdown columns named (a usage error for others)."""
+    from specscope.reports.markdown import EXTRA_COLUMNS
+
+    columns = [x.strip() for x in text.split(",") if x.strip()]
+    if unknown := [x for x in columns if x not in EXTRA_COLUMNS]:
+        known = ", ".join(EXTRA_COLUMNS)
+        raise click.UsageError(f"--columns: unknown column(s) {', '.join(unknown)} ({known})")
+    return columns
+
+
+def _print_tables(comparisons, rows: list[str] | None) -> None:
     for i, c in enumerate(comparisons):
         if i:
             click.echo()
@@ -131,7 +143,7 @@ def _print_tables(comparisons) -> None:
         click.echo(_side_text(c.labels[1], c.after))
         for check in c.checks:
             click.echo(f"  {check.level.value:<8}{check.message}")
-        click.echo(_metrics_table(c))
+        click.echo(_metrics_table(c, rows))
         click.echo()
         click.echo(_kernels_table(c))
 
@@ -150,8 +162,17 @@ def _print_tables(comparisons) -> None:
 @spec_options
 @format_option("table", "markdown", "json")
 @click.option("--metrics", "metric_list", default=None,
-              help="Markdown rows, comma-separated metric names, or 'all' (default: the PR "
-                   "table: gaps, GPU idle, copy kernels, eager memcpys).")  # fmt: skip
+              help="Rows of the markdown and table formats: comma-separated metric names, or "
+                   "'all' (default: markdown the PR table (gaps, GPU idle, copy kernels, eager "
+                   "memcpys), table every metric).")  # fmt: skip
+@click.option(
+    "--chain",
+    is_flag=True,
+    help="Compare each input against the one before it (default: against the first).",
+)
+@click.option("--columns", "extra_columns", default="", metavar="verdict,ci",
+              help="Markdown: add the verdict and/or the CI of the change after each change "
+                   "column (comma-separated).")  # fmt: skip
 @noise_floor_option
 @min_steps_option
 @click.option(
@@ -166,33 +187,41 @@ def _print_tables(comparisons) -> None:
 @seed_option
 def compare_cmd(inputs: tuple[str, ...], before_refs: tuple[str, ...],
                 after_refs: tuple[str, ...], labels: str | None, spec_args: SpecArgs, fmt: str,
-                metric_list: str | None, noise_floor: float, min_steps: int, confidence: float,
-                n_boot: int, seed: int) -> None:  # fmt: skip
+                metric_list: str | None, chain: bool, extra_columns: str, noise_floor: float,
+                min_steps: int, confidence: float, n_boot: int, seed: int) -> None:  # fmt: skip
     """Compare per-step metrics before/after: medians, p10/p90, bootstrap CI, verdict.
 
-    Give BEFORE AFTER [MORE...] (each later input is compared against the first), or pool
-    repeated runs per side with --before RUN --before RUN --after RUN --after RUN. Inputs: an
+    Give BEFORE AFTER [MORE...] (each later input is compared against the first, or with
+    --chain against the one before it), or pool repeated runs per side with --before RUN
+    --before RUN --after RUN --after RUN. Inputs: an
     nsys export (analysed on the fly with --preset/--step/--anchors and --skip), a results
     database of `specscope analyze --db` (its latest run), or DB:RUN_ID (one run of it).
 
     Verdicts: improved / regressed (by the metric's direction: lower is better for idle, gaps,
-    memcpys, copy kernels and host time; higher for occupancy_pct), changed (neutral counts),
-    no change (the CI contains 0, |change| < --noise-floor, or within run-to-run spread),
-    inconclusive (< --min-steps steps), unavailable. Node-mode against graph-mode captures is
-    refused (exit 2); other mismatches (spec, GPU, nsys major version, batch size) are warnings.
+    memcpys, copy kernels, host time and memcpy/launch API calls; higher for occupancy_pct),
+    changed (neutral counts), no change (the CI contains 0, |change| < --noise-floor, or within
+    run-to-run spread), inconclusive (< --min-steps steps), unavailable. Node-mode against
+    graph-mode captures is refused (exit 2); other mismatches (spec, GPU, nsys major version,
+    batch size) are warnings.
+
+    Markdown rows whose value depends on the capture mode (gaps, idle, window, busy,
+    occupancy, graph-kernel counts) are tagged [graph] or [node]; --columns verdict,ci adds the
+    verdict and the CI of each change.
 
     Example: specscope compare before.sqlite after.sqlite --skip 1 --format markdown
     """
     from specscope.analysis.compare import compare_runs, warnings
 
     groups = _groups(inputs, before_refs, after_refs)
+    columns = _columns(extra_columns)
     names = parse_labels(labels, len(groups), "side")
     sides = [spec_args.analyses(refs) for refs in groups]
     stats_kw = {"noise_floor_pct": noise_floor, "min_steps": min_steps,
                 "confidence": confidence, "n_boot": n_boot, "seed": seed}  # fmt: skip
     comparisons = [
-        compare_runs(sides[0], side, labels=(names[0], names[i]), **stats_kw)
-        for i, side in enumerate(sides[1:], 1)
+        compare_runs(sides[base], sides[i], labels=(names[base], names[i]), **stats_kw)
+        for i in range(1, len(sides))
+        for base in [i - 1 if chain else 0]
     ]
     for message in warnings(comparisons):
         warn(message)
@@ -201,15 +230,16 @@ def compare_cmd(inputs: tuple[str, ...], before_refs: tuple[str, ...],
             f"{inconclusive} metric(s) inconclusive: fewer than {min_steps} steps on a side; "
             "capture more steps, pool repeated runs, or lower --min-steps"
         )
+    rows = _selected_rows(comparisons, metric_list)
     if fmt == "markdown":
         from specscope.reports.markdown import render
 
-        click.echo(render(comparisons, _markdown_rows(comparisons, metric_list)), nl=False)
+        click.echo(render(comparisons, rows, columns, confidence), nl=False)
     elif fmt == "json":
         data = {"settings": stats_kw, "comparisons": [c.to_json() for c in comparisons]}
         click.echo(json.dumps(data, indent=1))
     else:
-        _print_tables(comparisons)
+        _print_tables(comparisons, rows)
 
 
 COMMANDS = (compare_cmd,)

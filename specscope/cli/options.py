@@ -6,7 +6,8 @@
   :class:`~specscope.analysis.spec.StepSpec`, ``.options`` the ``AnalyzeOptions``. A new
   analysis option is one ``AnalyzeOptions`` field plus one entry in :data:`ANALYZE_OPTIONS`
   whose parameter name is the field's name.
-- :func:`warn`: the ``warning:`` line on stderr.
+- :func:`warn`: the ``warning:`` line on stderr; :func:`note` the ``note:`` line (information);
+  :func:`tell` picks one for an analysis note.
 - :func:`emit`: the one output path of ``--format table|csv|json`` for a frame.
 - :func:`given_options`: the options the user typed (click's parameter sources), for the
   commands a report prints to reproduce itself.
@@ -33,8 +34,20 @@ if TYPE_CHECKING:  # pandas and the analysis are imported when a command runs, n
 
 
 def warn(message: str) -> None:
-    """``warning: message`` on stderr."""
+    """``warning: message`` on stderr: something the user may need to act on."""
     click.echo(f"warning: {message}", err=True)
+
+
+def note(message: str) -> None:
+    """``note: message`` on stderr: information (what was skipped, where results went)."""
+    click.echo(f"note: {message}", err=True)
+
+
+def tell(message: str, prefix: str = "") -> None:
+    """An analysis note: :func:`note` for an :class:`~specscope.errors.Info`, else :func:`warn`."""
+    from specscope.errors import Info
+
+    (note if isinstance(message, Info) else warn)(prefix + message)
 
 
 def say(message: str) -> None:
@@ -154,7 +167,9 @@ class SpecArgs:
 
         check_regexes({"--count-kernels": self.values["count_kernels"]})
         names = {f.name for f in dataclasses.fields(AnalyzeOptions)}
-        return AnalyzeOptions(**{k: v for k, v in self.values.items() if k in names})
+        given = {k: v for k, v in self.values.items() if k in names}
+        # a spec's anchor missing from the export is a misspelling: one error naming it
+        return AnalyzeOptions(**given, require_anchors=True)
 
     def analyses(self, refs: Iterable[str]) -> list[Analysis]:
         """Each input reference resolved (:func:`specscope.analysis.inputs.resolve`)."""

@@ -17,6 +17,7 @@ from specscope.cli.options import (
     report_out_option,
     seed_option,
     spec_options,
+    tell,
     warn,
 )
 
@@ -59,7 +60,7 @@ def _views(
         )
     for r in resolved:
         for note in r.analysis.notes:
-            warn(f"{r.ref}: {note}")
+            tell(note, f"{r.ref}: ")
         if r.analysis.detached:
             warn(f"{r.ref}: a results-database run; no timeline or composition for it")
     return views

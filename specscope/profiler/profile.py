@@ -152,7 +152,9 @@ def diagnose_qdstrm(nsys: discover.Nsys, qdstrm: Path) -> str:
 
 def check_export(path: Path) -> ExportCheck:
     """Count NVTX ranges, CUDA API calls and kernels in an export (absent table = zero rows)."""
-    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    from specscope.analysis.sqlread import readonly_uri  # percent-encodes ``#``, ``?``, ``%``
+
+    con = sqlite3.connect(readonly_uri(path), uri=True)
     try:
         tables = sorted(
             r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")
@@ -302,8 +304,12 @@ def _record(
 ) -> tuple[int, bool]:
     """Run the command under nsys (TMPDIR in ``nsys-tmp/``); record its exit status and the
     record/import timings (seconds since `t0`) in `data`. Returns (exit status, interrupted)."""
+    # absolute: nsys (boost's temp_directory_path) rejects a relative TMPDIR
     rc, t_gen, interrupted = run_logged(
-        nsys_args, run_dir / "command.log", {**env, "TMPDIR": str(run_dir / "nsys-tmp")}, echo
+        nsys_args,
+        run_dir / "command.log",
+        {**env, "TMPDIR": str((run_dir / "nsys-tmp").absolute())},
+        echo,
     )
     total = time.monotonic() - t0
     data["exit_status"] = rc

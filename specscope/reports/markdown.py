@@ -101,31 +101,81 @@ def _rows(comparisons: Sequence[Comparison], metrics: Sequence[str] | None) -> l
     return list(metrics)
 
 
-def markdown_table(comparisons: Sequence[Comparison], metrics: Sequence[str] | None = None) -> str:
-    """The table: rows ``metrics`` (default: :func:`default_rows` present in the comparison)."""
-    first = comparisons[0]
-    header = ["Metric", first.labels[0]]
+# the optional columns after each ``change`` column (``compare --columns``), in this order
+EXTRA_COLUMNS = ("verdict", "ci")
+
+
+def mode_tag(comparisons: Sequence[Comparison]) -> str:
+    """`` [graph]``/`` [node]``: the capture mode of every run when it is one of those two (the
+    modes whose gaps differ, :func:`~specscope.analysis.catalog.capture_mode_matters`), else
+    empty (no graphs, no CUDA, or mixed modes)."""
+    modes = {r.capture_mode for c in comparisons for r in (*c.before, *c.after)}
+    return f" [{modes.pop()}]" if modes in ({"graph"}, {"node"}) else ""
+
+
+def format_ci(low: float, high: float, unit: str) -> str:
+    """The CI of the absolute change, ``[−150, −130] µs``; ``n/a`` without one."""
+    if any(v is None or math.isnan(v) for v in (low, high)):
+        return "n/a"
+    text = [format_value(v, unit) for v in (low, high)]
+    suffix = unit_text(unit).suffix
+    bare = [t.removesuffix(f" {suffix}") if suffix else t for t in text]
+    return f"[{bare[0]}, {bare[1]}]" + (f" {suffix}" if suffix else "")
+
+
+def _header(comparisons: Sequence[Comparison], columns: Sequence[str], confidence: float):
+    """``Metric | first | later | change [| verdict] [| CI] ...``; a change against a side other
+    than the first (``compare --chain``) says which: ``change vs B``."""
+    first = comparisons[0].labels[0]
+    header = ["Metric", first]
     for c in comparisons:
-        header += [c.labels[1], "change"]
+        change = "change" if c.labels[0] == first else f"change vs {c.labels[0]}"
+        header += [c.labels[1], change]
+        header += ["verdict" if col == "verdict" else f"{confidence:.0%} CI" for col in columns]
+    return header
+
+
+def _cells(c: Comparison, metric: str, first: bool, columns: Sequence[str]) -> list[str]:
+    """One comparison's cells of ``metric``'s row (with the before value for the first)."""
+    if metric not in c.metrics.index:
+        return (["n/a"] if first else []) + ["n/a"] * (2 + len(columns))
+    row = c.metrics.loc[metric]
+    before = row["before_p50"] if row["before_n"] else math.nan
+    after = row["after_p50"] if row["after_n"] else math.nan
+    cells = [format_value(before, row["unit"])] if first else []
+    cells += [format_value(after, row["unit"]), format_change(row["rel_change_pct"], before, after)]
+    for col in columns:
+        if col == "verdict":
+            cells.append(md_text(row["verdict"].value))
+        else:
+            cells.append(format_ci(row["ci_low"], row["ci_high"], row["unit"]))
+    return cells
+
+
+def markdown_table(
+    comparisons: Sequence[Comparison],
+    metrics: Sequence[str] | None = None,
+    columns: Sequence[str] = (),
+    confidence: float = 0.95,
+) -> str:
+    """The table: rows ``metrics`` (default: :func:`default_rows` present in the comparison),
+    each named by :func:`display_name` and, when its value depends on the capture mode, tagged
+    with :func:`mode_tag`; ``columns`` (of :data:`EXTRA_COLUMNS`) add the verdict and the
+    ``confidence`` CI of the change after each change column."""
+    if unknown := [col for col in columns if col not in EXTRA_COLUMNS]:
+        raise ValueError(f"unknown column(s) {', '.join(unknown)}")
+    columns = [col for col in EXTRA_COLUMNS if col in columns]
+    header = _header(comparisons, columns, confidence)
     lines = [
         "| " + " | ".join(md_text(h) for h in header) + " |",
         "| --- |" + " ---: |" * (len(header) - 1),
     ]
+    tag = mode_tag(comparisons)
     for metric in _rows(comparisons, metrics):
-        cells = [md_text(display_name(metric))]
+        name = display_name(metric) + (tag if catalog.capture_mode_matters(metric) else "")
+        cells = [md_text(name)]
         for i, c in enumerate(comparisons):
-            if metric not in c.metrics.index:
-                cells += (["n/a"] if i == 0 else []) + ["n/a", "n/a"]
-                continue
-            row = c.metrics.loc[metric]
-            before = row["before_p50"] if row["before_n"] else math.nan
-            after = row["after_p50"] if row["after_n"] else math.nan
-            if i == 0:
-                cells.append(format_value(before, row["unit"]))
-            cells += [
-                format_value(after, row["unit"]),
-                format_change(row["rel_change_pct"], before, after),
-            ]
+            cells += _cells(c, metric, i == 0, columns)
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -164,6 +214,12 @@ def provenance(comparisons: Sequence[Comparison]) -> str:
     return md_text(" · ".join(parts))
 
 
-def render(comparisons: Sequence[Comparison], metrics: Sequence[str] | None = None) -> str:
-    """The table, a blank line, and the provenance line."""
-    return f"{markdown_table(comparisons, metrics)}\n\n{provenance(comparisons)}\n"
+def render(
+    comparisons: Sequence[Comparison],
+    metrics: Sequence[str] | None = None,
+    columns: Sequence[str] = (),
+    confidence: float = 0.95,
+) -> str:
+    """The table (:func:`markdown_table`), a blank line, and the provenance line."""
+    table = markdown_table(comparisons, metrics, columns, confidence)
+    return f"{table}\n\n{provenance(comparisons)}\n"

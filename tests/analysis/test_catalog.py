@@ -77,7 +77,8 @@ def test_every_metric_of_the_real_fixtures_has_an_entry(path: Path) -> None:
         ("graph_launches", "count", Direction.NEUTRAL),
         ("kernels:copy|fill", "count", Direction.LOWER),
         ("kernel_us:nccl", "us", Direction.NEUTRAL),
-        ("api_calls:cudaLaunchKernel", "count", Direction.NEUTRAL),
+        ("api_calls:cudaLaunchKernel", "count", Direction.LOWER),
+        ("api_calls:cudaGraphLaunch", "count", Direction.NEUTRAL),
     ],
 )
 def test_units_and_directions_are_unchanged(metric: str, unit_: str, way: Direction) -> None:

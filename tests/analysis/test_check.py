@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from click.testing import CliRunner
-from testdata import AFTER, BEFORE, GRAPH
+from testdata import AFTER, BEFORE, GRAPH, ROOT
 
 from specscope.analysis.thresholds import (
     Rule,
@@ -175,7 +175,7 @@ def test_exit_0_all_pass_with_junit(tmp_path: Path) -> None:
     r = invoke(AFTER, "--thresholds", "eagle", "--baseline", BEFORE, "--skip", "1", "--junit", out)
     assert r.exit_code == 0, r.output
     assert "PASSED: 0 of 12 limit(s) failed" in r.stdout
-    assert "PASS    GPU idle per step <= 300 us: measured 200.897" in r.stdout
+    assert "PASS    GPU idle per step <= 1300 us: measured 200.897" in r.stdout
     suite = ET.parse(out).getroot().find("testsuite")
     assert suite.get("tests") == "12" and suite.get("failures") == "0"
     assert len(suite.findall("testcase")) == 12
@@ -185,20 +185,31 @@ def test_exit_1_on_a_failing_rule(tmp_path: Path) -> None:
     out = tmp_path / "check.xml"
     r = invoke(BEFORE, "--thresholds", "eagle", "--skip", "1", "--junit", out)
     assert r.exit_code == 1, r.output
-    assert "FAIL    GPU idle per step <= 300 us: measured 439.776" in r.stdout
+    assert "PASS    GPU idle per step <= 1300 us: measured 439.776" in r.stdout
     assert "SKIPPED GPU idle per step change <= +5 %" in r.stdout
-    assert "WARN    GPU occupancy >= 35 %" in r.stdout
-    assert "FAILED: 5 of 12 limit(s) failed" in r.stdout
+    assert "WARN    GPU occupancy >= 70 %" in r.stdout
+    assert "FAILED: 2 of 12 limit(s) failed" in r.stdout
     suite = ET.parse(out).getroot().find("testsuite")
     failed = [c.get("name") for c in suite.findall("testcase") if c.find("failure") is not None]
     assert failed == [
-        "GPU idle per step <= 300 us",
-        "Gap: draft-extend -> draft <= 120 us",
-        "Gap: draft -> verify <= 50 us",
-        "Eager memcpys per step <= 7",
+        "Gap: draft -> verify <= 30 us",
         "fused_metadata_copy kernels per step <= 0",
     ]
     assert suite.get("skipped") == "4"
+
+
+@pytest.mark.parametrize(
+    "variant, code, failed",
+    [("draft_alias", 0, 0), ("kpool_fused", 1, 3), ("ordinary", 1, 4)],
+)
+def test_shipped_thresholds_fit_the_shipped_examples(variant, code, failed) -> None:
+    """The eagle thresholds failed the best shipped variant (idle 2210 µs against 300 µs): they
+    now assume its capture (graph mode, as the demo compares; bs 1) and pass it, while the baseline fails."""
+    export = ROOT / "examples" / "exports" / f"bs1-graph-{variant}.sqlite.xz"
+    r = invoke(export, "--thresholds", "eagle", "--skip", "1")
+    assert r.exit_code == code, r.output
+    assert f"{failed} of 12 limit(s) failed" in r.stdout
+    assert "GRAPH-mode" in (ROOT / "specscope" / "presets" / "eagle_thresholds.toml").read_text()
 
 
 def test_exit_1_on_relative_regression(tmp_path: Path) -> None:

@@ -105,6 +105,14 @@ def test_regression_and_higher_is_better() -> None:
     assert improved.loc["occupancy_pct", "verdict"] is Verdict.IMPROVED
 
 
+def test_fewer_memcpy_api_calls_is_improved_like_fewer_eager_memcpys() -> None:
+    before = eagle_frame(50, 7).assign(**{"api_calls:cudaMemcpyAsync": 19.0, "eager_memcpy": 19.0})
+    after = before.assign(**{"api_calls:cudaMemcpyAsync": 7.0, "eager_memcpy": 7.0})
+    out = compare_frames(before, after)
+    assert out.loc["eager_memcpy", "verdict"] is Verdict.IMPROVED
+    assert out.loc["api_calls:cudaMemcpyAsync", "verdict"] is Verdict.IMPROVED
+
+
 def test_neutral_count_is_changed_not_judged() -> None:
     before = eagle_frame(50, 7)
     after = before.assign(**{"api_calls:cudaGraphLaunch": 4.0})
@@ -199,7 +207,9 @@ def test_bootstrap_is_seeded_and_reproducible() -> None:
         ("occupancy_pct", Direction.HIGHER),
         ("busy_us", Direction.NEUTRAL),
         ("graph_launches", Direction.NEUTRAL),
-        ("api_calls:cudaMemcpyAsync", Direction.NEUTRAL),
+        ("api_calls:cudaMemcpyAsync", Direction.LOWER),
+        ("api_calls:cudaLaunchKernel", Direction.LOWER),
+        ("api_calls:cudaGraphLaunch", Direction.NEUTRAL),
         ("something_new", Direction.NEUTRAL),
     ],
 )

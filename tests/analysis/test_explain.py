@@ -126,7 +126,7 @@ def test_cli_graph_anchors_without_nvtx():
         (["--gap", "nope"], "is not a gap metric"),
         (["--gap", "a->b"], "no value of 'gap_us:a->b'"),
         ([str(ALIAS), str(ALIAS)], "one input (TRACE) or two"),
-        (["--anchors", "x", "--step", "step"], "no value of"),
+        (["--anchors", "x", "--step", "step"], "anchor range(s) 'x' not found"),
     ],
 )
 def test_cli_bad_input(args, message):

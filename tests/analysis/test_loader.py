@@ -8,12 +8,14 @@ The EAGLE-shaped export (``build_eagle``) and its hand-computed times are drawn 
 from __future__ import annotations
 
 import math
+import os
 
 import numpy as np
 import pandas as pd
 import pytest
 from eagle_exports import build_eagle
 from metric_values import PLAIN, assert_values, col
+from testdata import DATA
 
 from specscope.analysis.synthetic import SyntheticExport
 
@@ -205,3 +207,34 @@ def test_launch_matching_against_a_dict(a_pids, dup):
         first.setdefault(key, i)
     expected = [first.get((p, c), -1) if c > 0 else -1 for p, c in zip(pid, corr, strict=True)]
     assert _call_rows(a_pid, a_corr)(pid, corr).tolist() == expected
+
+
+def test_xz_compressed_export_is_read_and_left_untouched(tmp_path, monkeypatch):
+    """``analyze FILE.sqlite.xz`` said "not a SQLite file"; it reads the export now, from a
+    temporary copy deleted with the trace, and the .xz is not written."""
+    import gc
+    import lzma
+
+    from click.testing import CliRunner
+
+    from specscope.cli import cli
+
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    plain = DATA / "eagle_node_before.sqlite"
+    xz = tmp_path / "in" / "before.sqlite.xz"
+    xz.parent.mkdir()
+    xz.write_bytes(lzma.compress(plain.read_bytes(), format=lzma.FORMAT_XZ))
+    stat = xz.stat()
+    from_xz = CliRunner().invoke(cli, ["analyze", str(xz), "--skip", "1", "--format", "csv"])
+    assert from_xz.exit_code == 0, from_xz.output
+    direct = CliRunner().invoke(cli, ["analyze", str(plain), "--skip", "1", "--format", "csv"])
+    assert from_xz.stdout == direct.stdout
+    gc.collect()
+    assert os.listdir(xz.parent) == ["before.sqlite.xz"] and xz.stat() == stat
+    assert os.listdir(tmp_path / "tmp") == []  # the decompressed copy is gone
+    broken = tmp_path / "in" / "broken.sqlite.xz"
+    broken.write_bytes(xz.read_bytes()[:4000])
+    r = CliRunner().invoke(cli, ["analyze", str(broken)])
+    assert r.exit_code == 2 and f"run `xz -dk {broken}`" in r.stderr
+    assert os.listdir(tmp_path / "tmp") == []

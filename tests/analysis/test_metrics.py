@@ -21,6 +21,7 @@ from specscope.analysis.metrics import unit
 from specscope.analysis.spec import StepSpec, load_preset
 from specscope.analysis.summary import summarize, totals
 from specscope.analysis.synthetic import SyntheticExport
+from specscope.errors import SpecError
 
 nan = math.nan
 GPU_ONLY = ("window_us", "busy_us", "idle_us", "occupancy_pct", "eager_memcpy", "graph_launches")
@@ -210,12 +211,21 @@ def test_gaps(analyze_x, steps, expected):
 
 
 def test_gap_columns_exist_even_without_values(analyze_x):
-    # One step with only anchor a: every expected pair is a column, all NaN.
+    # One step with only anchor a: every expected pair is a column, all NaN (the library's
+    # default; the CLI's require_anchors makes it an error, test_missing_anchor_is_an_error)
     x, spec = anchored([[("a", 0, 100, [(100, 200, 7)])]])
     a = analyze_x(x, spec)
+    assert any("anchor range(s) 'b' not found" in n for n in a.metrics.notes)
     for prefix in ("gap_us:", "cpu_gap_us:"):
         assert col(a, f"{prefix}a->b") == pytest.approx([nan], nan_ok=True)
         assert col(a, f"{prefix}b->a") == pytest.approx([nan], nan_ok=True)
+
+
+def test_missing_anchor_is_an_error(analyze_x):
+    """A misspelled anchor: one error naming it (and the closest names), not a note."""
+    x, spec = anchored([[("a", 0, 100, [(100, 200, 7)])]])
+    with pytest.raises(SpecError, match=r"anchor range\(s\) 'b' not found .*closest: .*'a'"):
+        analyze_x(x, spec, require_anchors=True)
 
 
 # ---------------------------------------------------------------- host side

@@ -120,3 +120,37 @@ def test_cli_reports_the_late_rank(tmp_path) -> None:
     )
     assert off.exit_code == 0, off.output
     assert "kernel_us:nccl" not in off.output
+
+
+def test_no_collective_kernel_names_no_last_to_arrive_rank() -> None:
+    """``kernel_us:nccl`` is 0 on every rank: argmin named the first rank; now None (n/a)."""
+    frames = {
+        r: _frame([0, 1], window_us=[10.0, 11.0], **{"kernel_us:nccl": [0.0, 0.0]})
+        for r in ("r0", "r1")
+    }
+    view = cross_rank(frames)
+    assert view["last_to_arrive"].isna().all()
+    assert "last_to_arrive_steps" not in straggler_table(view, ["r0", "r1"])
+    frames["r1"] = frames["r1"].assign(**{"kernel_us:nccl": [0.0, 5.0]})
+    late = cross_rank(frames)["last_to_arrive"]
+    assert pd.isna(late[0]) and late[1] == "r0"  # only the step in which a collective ran
+
+
+def test_cli_warns_about_mixed_capture_modes_and_says_na(tmp_path) -> None:
+    """A CPU-only, a graph-mode and a node-mode export were compared as ranks silently."""
+    from click.testing import CliRunner
+
+    from specscope.cli import cli
+
+    names = ["cpu_eagle_2023.sqlite", "eagle_graph_before.sqlite", "eagle_node_before.sqlite"]
+    folder = tmp_path / "ranks"
+    folder.mkdir()
+    for i, name in enumerate(names):
+        (folder / f"rank{i}.sqlite").write_bytes((DATA / name).read_bytes())
+    r = CliRunner().invoke(cli, ["analyze", str(folder), "--skip", "1", "-j", "1"])
+    assert r.exit_code == 0, r.output
+    warning = [line for line in r.stderr.splitlines() if "mix capture modes" in line]
+    assert len(warning) == 1 and warning[0].startswith("warning: ")
+    assert "no-cuda: rank0" in warning[0] and "graph: rank1" in warning[0]
+    assert "node: rank2" in warning[0]
+    assert "last_to_arrive: n/a" in r.stdout and "last_to_arrive_pct" not in r.stdout

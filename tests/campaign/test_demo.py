@@ -22,8 +22,9 @@ def test_demo_prints_the_table_and_writes_a_new_report(tmp_path):
     assert r.exit_code == 0, r.output
     lines = r.stdout.strip().splitlines()
     assert lines[0] == "| Metric | ordinary | kpool_fused | change | draft_alias | change |"
-    assert any(line.startswith("| Gap: draft-extend → draft |") for line in lines)
-    assert any(line.startswith("| fused_metadata_copy_kernel per step | 0 | 4 |") for line in lines)
+    assert any(line.startswith("| Gap: draft-extend → draft [graph] |") for line in lines)
+    copies = "| fused_metadata_copy_kernel per step [graph] | 0 | 4 |"
+    assert any(line.startswith(copies) for line in lines)
     assert "GPU NVIDIA H200" in r.stdout and "capture mode graph" in r.stdout
     html = Path(lines[-1])
     assert html.name == "report.html" and html.is_file() and html.parent.parent == tmp_path

@@ -202,3 +202,53 @@ def test_input_is_never_modified(tmp_path_factory, eagle_file, args):
     assert after[0] == before[0], "the export's bytes changed"
     assert after[1] == before[1], "the export's mtime changed"
     assert after[2] == before[2], "files appeared next to the export"
+
+
+@pytest.mark.parametrize(
+    "argv, fragment",
+    [
+        (["compare", "only-one.sqlite"], "at least two inputs"),
+        (["analyze"], "Missing argument"),
+        (["analyze", "x.sqlite", "--bogus"], "--bogus"),
+        (["--bogus"], "--bogus"),
+        (["nosuch"], "nosuch"),
+        (["compare", "a", "b", "--format", "xx"], "--format"),
+    ],
+)
+def test_usage_errors_are_one_line(argv, fragment):
+    """Not click's Usage / Try / blank / Error block: one ``Error:`` line, exit 2."""
+    result = CliRunner().invoke(cli, argv)
+    assert_one_error_line(result, [fragment])
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["analyze", "{b}"],
+        ["compare", "{b}", "{a}", "--format", "markdown"],
+        ["report", "{b}", "{a}", "--out", "{out}"],
+    ],
+    ids=["analyze", "compare markdown", "report"],
+)
+def test_misspelled_anchor_is_one_error_naming_it(tmp_path, argv):
+    """It was a warning and exit 0 (analyze), every gap row silently dropped (compare), an
+    error that did not name it (report)."""
+    from testdata import DATA
+
+    files = {"b": DATA / "eagle_node_before.sqlite", "a": DATA / "eagle_node_after.sqlite"}
+    argv = [x.format(**files, out=tmp_path / "out") for x in argv]
+    anchors = ["--anchors", "draft.replay,verfy.replay,draft_extend.replay", "--skip", "1"]
+    result = CliRunner().invoke(cli, [*argv, *anchors])
+    line = assert_one_error_line(result, ["'verfy.replay'"])
+    assert "closest: 'verify.replay'" in line
+
+
+def test_anchor_graph_never_launched_is_one_error_naming_it():
+    from testdata import DATA
+
+    trace = DATA / "graphs" / "run_graph_nonvtx.sqlite"
+    anchors = "r1=graph:1,r2=graph:4,r3=graph:77"
+    result = CliRunner().invoke(
+        cli, ["analyze", str(trace), "--anchors", anchors, "--step", "kernel:."]
+    )
+    assert_one_error_line(result, ["'r3' never launched"])

@@ -116,8 +116,10 @@ def test_db_appends_runs(eagle_export, tmp_path_factory):
     db_path = tmp_path_factory.mktemp("db") / "results.sqlite"
     first, second = eagle_export(3), eagle_export(4, mode="graph")
     r1 = run("analyze", first, "--db", db_path)
-    assert f"appended run 1 to {db_path}" in r1.stderr
-    run("analyze", second, "--db", db_path, "--skip", "1")
+    assert f"note: appended run 1 to {db_path}" in r1.stderr.splitlines()
+    r2 = run("analyze", second, "--db", db_path, "--skip", "1")
+    assert "note: skipped 1 warm-up step(s)" in r2.stderr.splitlines()
+    assert "warning: skipped" not in r2.stderr  # information is not a warning
     db = sqlite_utils.Database(db_path)
     assert {"runs", "step_metrics", "summary"} <= set(db.table_names())
     runs = list(db["runs"].rows)
@@ -165,8 +167,8 @@ def test_warnings_are_single_lines(eagle_export, write_export):
     x.range("step", 200_000, None, domain="specscope")
     result = run("analyze", write_export(x))
     lines = result.stderr.splitlines()
-    assert all(line.startswith("warning: ") for line in lines), lines
-    assert any("never closed" in line for line in lines)
+    assert all(line.startswith(("warning: ", "note: ")) for line in lines), lines
+    assert any(line.startswith("warning: ") and "never closed" in line for line in lines)
     # both processes are analysed, each under its label, then the cross-rank view
     assert "[pid100]" in result.stdout and "[pid200]" in result.stdout
     assert "cross-rank view: 2 ranks, 2 steps in common" in result.stdout

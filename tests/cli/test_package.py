@@ -112,3 +112,15 @@ def test_library_functions_the_cli_calls():
     view = ranks.cross_rank({"a": before.metrics.frame, "b": after.metrics.frame})
     data_json = ranks.to_json(view, ["a", "b"])
     assert data_json["labels"] == ["a", "b"] and data_json["steps"] == len(view)
+
+
+def test_readme_install_pins_the_nvtx_that_old_nsys_records():
+    """An unpinned install pulled nvtx 0.2.17, from which Debian's nsys 2023.4.4 records no
+    ranges (doctor failed); the README's install command pins what .ci/run pins."""
+    from testdata import ROOT
+
+    install = [
+        line for line in (ROOT / "README.md").read_text().splitlines() if "pip install -e" in line
+    ][0]
+    assert '"nvtx==0.2.11"' in install
+    assert '"nvtx==0.2.11"' in (ROOT / ".ci" / "run").read_text()

@@ -31,7 +31,7 @@ def test_no_spec_on_an_export_without_nvtx_finds_the_graph_cycle():
     assert data["steps"] == 10 and "graph launch cycle [1, 4, 7]" in data["choice"]
     assert "--anchors role1=graph:1,role2=graph:4,role3=graph:7" in data["hint"]
     assert data["summary"]["idle_us"]["n"] == 10
-    assert any(line.startswith("warning: steps: CUDA graph") for line in r.stderr.splitlines())
+    assert any(line.startswith("note: steps: CUDA graph") for line in r.stderr.splitlines())
 
 
 def test_no_spec_on_an_eager_loop_finds_the_step_kernel():

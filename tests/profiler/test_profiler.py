@@ -45,6 +45,9 @@ out = args[args.index("-o") + 1]
 if args[0] == "export":
     shutil.copy(os.environ["FAKE_NSYS_EXPORT"], out)
     sys.exit(0)
+if not os.path.isabs(os.environ.get("TMPDIR", "/tmp")):  # as the real nsys 2023.4 does
+    print("boost::filesystem::temp_directory_path: Not a directory")
+    sys.exit(1)
 with open(os.path.join(os.path.dirname(out), "nsys-args.txt"), "w") as f:
     f.write("\n".join(args))
 cmd = args[args.index("-o") + 2:]
@@ -279,6 +282,25 @@ def test_profile_writes_folder_and_manifest(fake_env, monkeypatch):
     assert "hello from the command" in (d / "command.log").read_text()
     assert m["export"]["nvtx_ranges"] > 0
     assert not (d / "nsys-tmp").exists()  # nothing left in nsys' temp folder
+
+
+def test_relative_out_gives_nsys_an_absolute_tmpdir(fake_env):
+    """The default ``--out runs`` passed TMPDIR=runs/.../nsys-tmp: nsys failed with boost's
+    ``temp_directory_path: Not a directory`` and the profiled command was blamed."""
+    r = CliRunner().invoke(profile, ["--label", "rel", "--", *_py("pass")])
+    assert r.exit_code == 0, r.output
+    d = next((fake_env / "runs").glob("*-rel"))
+    assert json.loads((d / "manifest.json").read_text())["status"] == "ok"
+
+
+@pytest.mark.parametrize("name", ["a#b", "a?b", "a%41b"])
+def test_out_with_uri_characters_is_read_back(fake_env, name):
+    """``#``/``?`` in --out cut the export check's read-only URI short (0 NVTX ranges, a stray
+    file created) and ``%41`` gave a traceback."""
+    before = set(os.listdir(fake_env))
+    res = run_profile(_py("pass"), label="x", out=fake_env / name, echo=None)
+    assert res.check.nvtx_ranges > 0
+    assert set(os.listdir(fake_env)) - before == {name}  # nothing beside the run folder
 
 
 def test_manifest_records_git_state(fake_env):

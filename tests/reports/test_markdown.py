@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -69,11 +71,11 @@ def test_seed_case_cell_by_cell(seed_case) -> None:
     assert [cells(x) for x in lines] == [
         ["Metric", "Before", "After", "change"],
         ["---", "---:", "---:", "---:"],
-        ["Gap: draft-extend → draft", "884 µs", "619 µs", "−30.0 %"],
-        ["Gap: draft → verify", "80.0 µs", "48.0 µs", "−40.0 %"],
-        ["GPU idle per step", "400 µs", "280 µs", "−30.0 %"],
-        ["fused_metadata_copy_kernel per step", "4", "0", "−100.0 %"],
-        ["Eager memcpys per step", "19", "7", "−63.2 %"],
+        ["Gap: draft-extend → draft [node]", "884 µs", "619 µs", "−30.0 %"],
+        ["Gap: draft → verify [node]", "80.0 µs", "48.0 µs", "−40.0 %"],
+        ["GPU idle per step [node]", "400 µs", "280 µs", "−30.0 %"],
+        ["fused_metadata_copy_kernel per step [node]", "4", "0", "−100.0 %"],
+        ["Eager memcpys per step", "19", "7", "−63.2 %"],  # the same in both modes
     ]
 
 
@@ -94,9 +96,9 @@ def test_chosen_rows_labels_and_fallback_names() -> None:
     c = compare_runs([before], [after], labels=("main", "PR 42"))
     lines = markdown_table([c], ["busy_us", "api_calls:cudaGraphLaunch", "idle_us"]).splitlines()
     assert cells(lines[0]) == ["Metric", "main", "PR 42", "change"]
-    assert cells(lines[2]) == ["GPU busy per step", "150 µs", "150 µs", "0.0 %"]
+    assert cells(lines[2]) == ["GPU busy per step [node]", "150 µs", "150 µs", "0.0 %"]
     assert cells(lines[3]) == ["api_calls:cudaGraphLaunch", "n/a", "n/a", "n/a"]  # not measured
-    assert cells(lines[4])[0] == "GPU idle per step"
+    assert cells(lines[4])[0] == "GPU idle per step [node]"
     assert "commits" not in provenance([c])  # unknown commits are left out
 
 
@@ -112,7 +114,7 @@ def test_several_after_sides() -> None:
     assert cells(lines[0]) == ["Metric", "Before", "After 1", "change", "After 2", "change"]
     assert cells(lines[1]) == ["---"] + ["---:"] * 5
     assert cells(lines[2]) == [
-        "GPU idle per step",
+        "GPU idle per step [node]",
         "400 µs",
         "280 µs",
         "−30.0 %",
@@ -174,10 +176,10 @@ def test_cli_markdown_on_real_exports() -> None:
     assert r.exit_code == 0, r.output
     table, prov = r.stdout.split("\n\n")
     assert [cells(x) for x in table.splitlines()[2:]] == [
-        ["Gap: draft-extend → draft", "208 µs", "60.0 µs", "−71.2 %"],
-        ["Gap: draft → verify", "77.8 µs", "24.2 µs", "−68.9 %"],
-        ["GPU idle per step", "440 µs", "201 µs", "−54.3 %"],
-        ["fused_metadata_copy_kernel per step", "4", "0", "−100.0 %"],
+        ["Gap: draft-extend → draft [node]", "208 µs", "60.0 µs", "−71.2 %"],
+        ["Gap: draft → verify [node]", "77.8 µs", "24.2 µs", "−68.9 %"],
+        ["GPU idle per step [node]", "440 µs", "201 µs", "−54.3 %"],
+        ["fused_metadata_copy_kernel per step [node]", "4", "0", "−100.0 %"],
         ["Eager memcpys per step", "19", "7", "−63.2 %"],
     ]
     assert prov.strip() == (
@@ -190,3 +192,76 @@ def test_cli_markdown_on_real_exports() -> None:
         [str(before), str(after), "--skip", "1", "--format", "markdown", "--metrics", "nope"],
     )
     assert r.exit_code == 2 and "unknown metric(s) nope" in r.stderr
+
+
+@pytest.mark.parametrize(
+    "mode, tag", [("graph", " [graph]"), ("node", " [node]"), ("no-graphs", "")]
+)
+def test_rows_whose_value_depends_on_the_capture_mode_are_tagged(mode, tag) -> None:
+    before = dataclasses.replace(side("b", None, **SEED_BEFORE), capture_mode=mode)
+    after = dataclasses.replace(side("a", None, **SEED_AFTER), capture_mode=mode)
+    rows = [GAP_DE, "idle_us", "busy_us", COPIES, "eager_memcpy"]
+    lines = markdown_table([compare_runs([before], [after])], rows).splitlines()[2:]
+    assert [cells(x)[0] for x in lines] == [
+        f"Gap: draft-extend → draft{tag}",
+        f"GPU idle per step{tag}",
+        f"GPU busy per step{tag}",
+        f"fused_metadata_copy_kernel per step{tag}",
+        "Eager memcpys per step",  # eager work is traced the same in both modes
+    ]
+
+
+def test_pipes_in_names_and_labels_are_escaped() -> None:
+    medians = {**SEED_BEFORE, "kernels:copy|fill": 3.0}
+    c = compare_runs([side("b", None, **medians)], [side("a", None, **medians)],
+                     labels=("main|old", "PR"))  # fmt: skip
+    lines = markdown_table([c], ["kernels:copy|fill"]).splitlines()
+    assert lines[0].startswith("| Metric | main\\|old | PR |")
+    assert lines[2].startswith("| kernels:copy\\|fill [node] | 3 | 3 |")
+    assert lines[2].count(" | ") == 3  # four cells: the escaped pipe splits none
+
+
+def test_verdict_and_ci_columns() -> None:
+    c = compare_runs([side("b", None, **SEED_BEFORE)], [side("a", None, **SEED_AFTER)])
+    lines = markdown_table([c], ["idle_us"], columns=["ci", "verdict"]).splitlines()
+    assert cells(lines[0]) == ["Metric", "Before", "After", "change", "verdict", "95% CI"]
+    row = cells(lines[2])
+    assert row[:5] == ["GPU idle per step [node]", "400 µs", "280 µs", "−30.0 %", "improved"]
+    low, high = c.metrics.loc["idle_us", ["ci_low", "ci_high"]]
+    assert row[5] == f"[{format_value(low, 'us')[:-3]}, {format_value(high, 'us')[:-3]}] µs"
+    with pytest.raises(ValueError, match="unknown column"):
+        markdown_table([c], columns=["p10"])
+
+
+def _compare(*args: str):
+    before, after = DATA / "eagle_node_before.sqlite", DATA / "eagle_node_after.sqlite"
+    files = {"B": str(before), "A": str(after)}
+    return CliRunner().invoke(compare_cmd, [files.get(a, a) for a in args])
+
+
+def test_cli_chain_compares_each_input_against_the_previous_one() -> None:
+    options = ["--skip", "1", "--format", "markdown", "--labels", "v0,v1,v2"]
+    r = _compare("B", "A", "B", "--chain", *options, "--metrics", "eager_memcpy",
+                 "--columns", "verdict")  # fmt: skip
+    assert r.exit_code == 0, r.output
+    lines = r.stdout.splitlines()
+    assert cells(lines[0]) == [
+        "Metric", "v0", "v1", "change", "verdict", "v2", "change vs v1", "verdict"
+    ]  # fmt: skip
+    assert cells(lines[2])[1:] == ["19", "7", "−63.2 %", "inconclusive", "19", "+171.4 %",
+                                   "inconclusive"]  # fmt: skip
+    unchained = _compare("B", "A", "B", "--skip", "1", "--format", "markdown",
+                         "--metrics", "eager_memcpy")  # fmt: skip
+    assert cells(unchained.stdout.splitlines()[2])[-1] == "0.0 %"  # v2 against v0
+    bad = _compare("B", "A", "--format", "markdown", "--columns", "verdict,p10")
+    assert bad.exit_code == 2 and "unknown column(s) p10" in bad.stderr
+
+
+def test_cli_table_format_honours_metrics() -> None:
+    """``--metrics`` chose the rows of the Markdown table only; the table format ignored it."""
+    r = _compare("B", "A", "--skip", "1", "--metrics", "gap_us:foo")
+    assert r.exit_code == 2 and "unknown metric(s) gap_us:foo" in r.stderr
+    r = _compare("B", "A", "--skip", "1", "--metrics", "idle_us,eager_memcpy")
+    assert r.exit_code == 0, r.output
+    table = r.stdout.split("operations per step")[0].split("\nmetric ")[1].splitlines()[1:]
+    assert [line.split()[0] for line in table if line.strip()] == ["idle_us", "eager_memcpy"]

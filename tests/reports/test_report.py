@@ -295,7 +295,11 @@ def test_real_report_shows_the_library_numbers(real_report):
         assert shows(row[6], [after[0] - before[0]]), (metric, row)
         assert shows(row[7], [100 * (after[0] / before[0] - 1)]), (metric, row)
     md = (real_report / "summary.md").read_text()
-    md_rows = {line.split(" | ")[0][2:]: line for line in md.splitlines() if line.startswith("| ")}
+    md_rows = {  # the PR table's names, without the capture-mode tag of gap/idle/count rows
+        line.split(" | ")[0][2:].removesuffix(" [node]"): line
+        for line in md.splitlines()
+        if line.startswith("| ")
+    }
     label_of = {row[0]: m for m, row in rows.items()}
     pr_metrics = [label_of[label] for label in md_rows if label in label_of]
     assert pr_metrics == [  # the PR table's rows, by the page's label for each metric
