@@ -204,7 +204,8 @@ def test_exit_1_on_a_failing_rule(tmp_path: Path) -> None:
 )
 def test_shipped_thresholds_fit_the_shipped_examples(variant, code, failed) -> None:
     """The eagle thresholds failed the best shipped variant (idle 2210 µs against 300 µs): they
-    now assume its capture (graph mode, as the demo compares; bs 1) and pass it, while the baseline fails."""
+    now assume the capture the demo compares (graph mode, bs 1) and pass its best variant,
+    while kpool_fused and the baseline fail."""
     export = ROOT / "examples" / "exports" / f"bs1-graph-{variant}.sqlite.xz"
     r = invoke(export, "--thresholds", "eagle", "--skip", "1")
     assert r.exit_code == code, r.output
