@@ -38,6 +38,8 @@ to pass). An export without GPU work and without (a)'s ranges raises :class:`Spe
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -206,12 +208,34 @@ def choose_steps(
     computed; ``min_cycles``: repetitions of the main graph cycle needed for (b);
     ``pattern_thresholds``: keyword arguments of :func:`.patterns.thread_step_kernel` for (c).
     """
-    choices = [_preset_steps(trace, pid)]
+    known = graphs
+    return list(
+        _choices(
+            trace,
+            pid,
+            lambda: thread_graphs(trace) if known is None else known,
+            min_cycles,
+            pattern_thresholds,
+        )  # fmt: skip
+    )
+
+
+def _choices(
+    trace: Trace,
+    pid: int,
+    graphs: Callable[[], list[ThreadGraphs]],
+    min_cycles: int,
+    pattern_thresholds: dict,
+) -> Iterator[Choice]:
+    """:func:`choose_steps`, each candidate worked out only when the one before it was not
+    usable (the graph inventory and the kernel-pattern search cost seconds on large exports)."""
+    if (c := _preset_steps(trace, pid)) is not None:
+        yield c
     if (trace.ops["pid"] == pid).any():
-        graphs = thread_graphs(trace) if graphs is None else graphs
-        choices.append(_graph_cycle(graphs, pid, min_cycles))
-        choices.append(_kernel_pattern(trace, pid, pattern_thresholds))
-    return [c for c in choices if c is not None]
+        if (c := _graph_cycle(graphs(), pid, min_cycles)) is not None:
+            yield c
+        if (c := _kernel_pattern(trace, pid, pattern_thresholds)) is not None:
+            yield c
 
 
 # --------------------------------------------------------------------------- every process
@@ -268,13 +292,15 @@ def _zero_config(
     trace: Trace,
     pid: int,
     options: AnalyzeOptions,
-    graphs: list[ThreadGraphs],
+    graphs: Callable[[], list[ThreadGraphs]],
     skipped: dict[str, str],
     thresholds: dict,
 ) -> list[_Entry]:
     """The first usable choice of :func:`choose_steps` for ``pid``, else (d)."""
     failed = []
-    for i, c in enumerate(choose_steps(trace, pid, graphs, **thresholds)):
+    thresholds = dict(thresholds)
+    min_cycles = thresholds.pop("min_cycles")
+    for i, c in enumerate(_choices(trace, pid, graphs, min_cycles, thresholds)):
         try:
             # the default preset is a guess here: its anchors may be absent (a note, not an error)
             lenient = replace(options, require_anchors=False)
@@ -362,7 +388,7 @@ def analyze_processes(
         if not entries:
             analyze_trace(trace, spec, options)  # raises the single-process error
     else:
-        graphs = thread_graphs(trace)
+        graphs = functools.cache(lambda: thread_graphs(trace))  # once, and only if needed
         thresholds = dict(pattern_thresholds, min_cycles=min_cycles)
         for pid in _candidate_pids(trace, None, options):
             entries += _zero_config(trace, pid, options, graphs, skipped, thresholds)
