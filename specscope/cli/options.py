@@ -172,10 +172,19 @@ class SpecArgs:
         return AnalyzeOptions(**given, require_anchors=True)
 
     def analyses(self, refs: Iterable[str]) -> list[Analysis]:
-        """Each input reference resolved (:func:`specscope.analysis.inputs.resolve`)."""
+        """Each input reference resolved (:func:`specscope.analysis.inputs.resolve`); for an
+        export of several processes (or threads) with steps, which one was taken is said (one
+        `warning:` line: pick another with --pid)."""
         from specscope.analysis.inputs import resolve
 
-        return [resolve(ref, self.spec, self.options).analysis for ref in refs]
+        out = []
+        for ref in refs:
+            a = resolve(ref, self.spec, self.options).analysis
+            for note in a.notes:
+                if "--pid" in note:
+                    warn(f"{ref}: {note}")
+            out.append(a)
+        return out
 
 
 def spec_options(f):

@@ -95,3 +95,12 @@ def test_bad_regex_and_db_targets_are_one_error_line(tmp_path):
         lines = r.stderr.splitlines()
         assert len(lines) == 1 and lines[0].startswith("Error:") and option in lines[0], lines
     assert export.read_bytes() == before
+
+
+def test_compare_takes_one_process_of_an_export_and_says_which():
+    path = GRAPHS / "two_proc_graph.sqlite"
+    r = run("compare", path, path, "--min-steps", "5", "--format", "markdown")
+    notes = [line for line in r.stderr.splitlines() if "pick another with --pid" in line]
+    assert len(notes) == 2 and "using pid 2099" in notes[0]
+    picked = run("compare", path, path, "--pid", "2100", "--min-steps", "5")
+    assert "pick another with --pid" not in picked.stderr
