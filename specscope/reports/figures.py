@@ -24,6 +24,7 @@ from specscope.analysis.catalog import CATALOG, find, unit  # noqa: E402
 from specscope.analysis.composition import COMPOSITION  # noqa: E402
 from specscope.reports.markdown import display_name  # noqa: E402
 from specscope.reports.style import (  # noqa: E402
+    ANCHOR_LINES,
     COMPOSITION_COLOURS,
     COMPOSITION_NAMES,
     DPI,
@@ -31,6 +32,7 @@ from specscope.reports.style import (  # noqa: E402
     INPUT_COLOURS,
     WIDTH_IN,
     Stamp,
+    anchor_colours,
     rc,
     stamp,
 )
@@ -98,16 +100,37 @@ def _empty(path: Path, title: str, message: str, stamp_: Stamp | None) -> Path:
     return path
 
 
+def _gap_colours(anchors: Sequence[str], metrics: Sequence[str]) -> dict[str, int]:
+    """Colour index per anchor: the timeline's order first (same colours there), then the
+    anchors of gaps it did not draw."""
+    closing = [m.partition("->")[2] for m in metrics if m.startswith("gap_us:")]
+    return anchor_colours([*anchors, *closing])
+
+
+def _title(ax, metric: str, colours: dict[str, int]) -> None:
+    """A panel's title; a gap's in the colour of the anchor that closes it (B of A->B), the
+    colour that anchor has in the timeline."""
+    ax.set_title(display_name(metric))
+    if metric.startswith("gap_us:"):
+        closing = metric.partition("->")[2]
+        if closing in colours:
+            ax.title.set_color(ANCHOR_LINES[colours[closing]])
+
+
 def distributions_figure(
     frames: Sequence[pd.DataFrame],
     labels: Sequence[str],
     path: Path,
     *,
     stamp_: Stamp | None = None,
+    anchors: Sequence[str] = (),
 ) -> Path:
     """Per metric, each input's per-step values: a box (p25-p75, whiskers 1.5 IQR) and points;
-    stamped with ``stamp_`` (:func:`specscope.reports.style.stamp`)."""
+    stamped with ``stamp_`` (:func:`specscope.reports.style.stamp`); ``anchors``: the
+    timeline's anchor order (:func:`specscope.reports.timeline.anchor_order`), which colours
+    the gap panels' titles as the timeline colours the anchors."""
     metrics = plotted_metrics(frames)
+    colours = _gap_colours(anchors, metrics)
     title = "Per-step distributions (box: quartiles, whiskers: 1.5 IQR; dots: steps)"
     if not metrics:
         return _empty(path, title, "no gap, idle or memcpy values in any input", stamp_)
@@ -141,7 +164,7 @@ def distributions_figure(
                 ax.scatter(x, d, s=18, color=_colour(i), alpha=0.8, zorder=3, lw=0)
             ax.set_xticks(pos, labels)
             ax.set_xlim(-0.6, len(frames) - 0.4)
-            ax.set_title(display_name(metric))
+            _title(ax, metric, colours)
             ax.set_ylabel(_unit(metric))
             ax.grid(axis="y", color="#e5e5e5")
         fig.suptitle(title, fontsize=16)
@@ -159,9 +182,12 @@ def steps_figure(
     path: Path,
     *,
     stamp_: Stamp | None = None,
+    anchors: Sequence[str] = (),
 ) -> Path:
     """Idle µs and the gaps over the step number, one line per input (stability, warm-up);
-    stamped with ``stamp_``."""
+    stamped with ``stamp_``; gap titles coloured by ``anchors`` as in
+    :func:`distributions_figure`."""
+    colours = _gap_colours(anchors, plotted_metrics(frames))
     metrics = [m for m in plotted_metrics(frames) if unit(m) != "count"]
     title = "Per-step values over the capture (step number as in the trace; warm-up skipped)"
     if not metrics:
@@ -176,7 +202,7 @@ def steps_figure(
                 ax.plot(s.index, s.to_numpy(), marker="o", ms=4, lw=1.5, color=_colour(i))
                 if len(s):
                     ax.axhline(s.median(), color=_colour(i), lw=1, ls=":")
-            ax.set_title(display_name(metric))
+            _title(ax, metric, colours)
             ax.set_xlabel("step")
             ax.set_ylabel(_unit(metric))
             ax.grid(color="#e5e5e5")

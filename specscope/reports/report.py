@@ -141,8 +141,11 @@ def _write_figures(
     frames = [i.analysis.frame for i in inputs]
     s = figure_stamp(inputs, labels)
     timeline.timeline_figure(views, labels, paths["timeline.png"], highlight=highlight, stamp_=s)
-    figures.distributions_figure(frames, labels, paths["distributions.png"], stamp_=s)
-    figures.steps_figure(frames, labels, paths["steps.png"], stamp_=s)
+    order = timeline.anchor_order(views)  # one colour per anchor in every figure
+    figures.distributions_figure(
+        frames, labels, paths["distributions.png"], stamp_=s, anchors=order
+    )
+    figures.steps_figure(frames, labels, paths["steps.png"], stamp_=s, anchors=order)
     figures.composition_figure(
         [v.composition if v else None for v in views],
         labels,

@@ -162,6 +162,15 @@ def _draw_gaps(ax, t: GapTimeline, xlim, labels: _Labels) -> None:
         labels.place(ax, xlim[0], (OVERFLOW_ROW,), text, ha="left", va="top", fontsize=11)
 
 
+def anchor_order(views) -> list[str]:
+    """The anchors of the drawn median steps in order of appearance: what decides each anchor's
+    colour (:func:`~specscope.reports.style.anchor_colours`), here and in every other figure."""
+    shown = [v for v in views if v is not None]
+    return [n for v in shown for n in v.timeline.anchors["name"]] + [
+        n for v in shown if v.timeline.host for n in v.timeline.host.links["anchor"]
+    ]
+
+
 def _call_colour(name: str) -> str:
     if name in LAUNCH_CALLS:
         return "#333333"
@@ -333,10 +342,7 @@ def timeline_axes(
     )
     xlim = _x_range(shown)
     axes[0].set_xlim(*xlim)
-    colours = anchor_colours(
-        [n for v in shown for n in v.timeline.anchors["name"]]
-        + [n for v in shown if v.timeline.host for n in v.timeline.host.links["anchor"]]
-    )
+    colours = anchor_colours(anchor_order(shown))
     placer = _Labels(fig)
     for ax, view, label, top, bottom in zip(axes, views, labels, tops, bottoms, strict=True):
         if view is None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import itertools
 
 import matplotlib.pyplot as plt
+import pandas as pd
 import pytest
 from click.testing import CliRunner
 from eagle_exports import EAGLE_SPEC, build_eagle
@@ -191,3 +192,35 @@ def test_node_warning_only_with_node_inputs():
 def test_span_must_be_positive(tmp_path, bad):
     r = CliRunner().invoke(report_cmd, [str(KPOOL), str(ALIAS), "--span", bad])
     assert r.exit_code == 2
+
+
+def test_gap_panels_take_their_anchor_colour_in_every_figure(tmp_path):
+    """A gap's panel title in the distributions and steps figures has the colour its closing
+    anchor has in the timeline (one colour per anchor in every figure)."""
+    from matplotlib import pyplot as plt
+
+    from specscope.reports import figures
+    from specscope.reports.style import ANCHOR_LINES, anchor_colours
+
+    frame = pd.DataFrame(
+        {"gap_us:a->b": [1.0, 2.0], "gap_us:b->c": [3.0, 4.0], "idle_us": [5.0, 6.0]},
+        index=pd.Index([0, 1], name="step"),
+    )
+    order = ["c", "b"]  # the timeline's order: c drawn first
+    titles = {}
+    real_savefig = plt.Figure.savefig
+
+    def keep_titles(fig, *args, **kw):
+        titles.update({ax.get_title(): ax.title.get_color() for ax in fig.axes if ax.get_title()})
+        return real_savefig(fig, *args, **kw)
+
+    plt.Figure.savefig = keep_titles
+    try:
+        figures.distributions_figure([frame], ["x"], tmp_path / "d.png", anchors=order)
+    finally:
+        plt.Figure.savefig = real_savefig
+    colours = anchor_colours(order)
+    by_title = {t: c for t, c in titles.items() if "→" in t or "->" in t}
+    assert sorted(by_title.values()) == sorted(
+        [ANCHOR_LINES[colours["b"]], ANCHOR_LINES[colours["c"]]]
+    )
