@@ -57,6 +57,9 @@ from specscope.analysis.sqlread import (
 from specscope.errors import TraceError
 
 NVTX_PUSHPOP, NVTX_STARTEND, NVTX_DOMAIN_CREATE = 59, 60, 75
+# push/pop and start/end ranges of the NVTX text-marker API (NVTXT), which nsys's own reports
+# read as ranges beside 59/60 (kernel_helper.py of nsys 2023.4): ranges here too
+NVTXT_PUSHPOP, NVTXT_STARTEND = 70, 71
 KINDS = ["kernel", "memcpy", "memset", "graph"]
 # memcpy directions (``copy_kind``); ``unified``: unified-memory page migrations (copyKind 11-13,
 # "Unified Host-to-Device" ...), which the driver starts on a page fault or prefetch: no API call
@@ -214,7 +217,10 @@ class Trace:
         have = self.columns("NVTX_EVENTS")
         text_id = "textId" if "textId" in have else "NULL"
         domain_id = "domainId" if "domainId" in have else "0"
-        types = f"eventType IN ({NVTX_PUSHPOP}, {NVTX_STARTEND}, {NVTX_DOMAIN_CREATE})"
+        types = (
+            f"eventType IN ({NVTX_PUSHPOP}, {NVTX_STARTEND}, {NVTXT_PUSHPOP}, {NVTXT_STARTEND},"
+            f" {NVTX_DOMAIN_CREATE})"
+        )
         start, end, is_open, code, gtid, domain_id, etype, has_text, rowid = self.int_columns(
             f"SELECT start, coalesce(end, 0), end IS NULL, coalesce({text_id}, -1),"
             f" coalesce(globalTid, 0), coalesce({domain_id}, 0), eventType, text IS NOT NULL,"

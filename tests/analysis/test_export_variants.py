@@ -139,3 +139,16 @@ def test_hundreds_of_nested_range_names_raise_no_performance_warning(tmp_path):
         warnings.simplefilter("error", pd.errors.PerformanceWarning)
         frame = _analyse(path)
     assert frame["cpu_us:layer.299"].tolist() == [0.005] * 3
+
+
+def test_nvtxt_ranges_are_ranges_too(tmp_path):
+    """eventType 70/71 (NVTXT push/pop, start/end), which nsys's own reports read as ranges."""
+    path = tmp_path / "nvtxt.sqlite"
+    x = SyntheticExport()
+    _loop(x)
+    x.write(path)
+    with sqlite3.connect(path) as con:
+        con.execute("UPDATE NVTX_EVENTS SET eventType = 70 WHERE rowid % 2 = 0")
+        con.execute("UPDATE NVTX_EVENTS SET eventType = 71 WHERE rowid % 2 = 1")
+    assert len(load(path).nvtx) == 3
+    assert _analyse(path)["eager_kernels"].tolist() == [1, 1, 1]
