@@ -143,3 +143,33 @@ def expand(refs: Iterable[str | Path]) -> list[Path]:
         else:
             out.append(item)
     return out
+
+
+def resolve_ranks(
+    ref: str | Path, spec: StepSpec, options: AnalyzeOptions = DEFAULT_OPTIONS
+) -> dict[str, Analysis]:
+    """Every process (rank) with steps of one export, by rank label (``pid<P>[.dev<D>]``, in
+    pid order; :func:`specscope.analysis.auto.analyze_processes`); a results-database run or
+    an export of one process gives one entry, labelled ``rank0``."""
+    from specscope.analysis.auto import analyze_processes
+
+    path = Path(str(ref))
+    if path.is_dir():
+        path, _ = run_folder_export(path)
+    if _db_run(str(ref)) is not None or options.pid is not None:
+        return {"rank0": resolve(ref, spec, options).analysis}
+    return analyze_processes(path, spec, options).analyses
+
+
+def pair_ranks(sides: list[dict[str, Analysis]]) -> list[list[tuple[str, Analysis]]]:
+    """Rank i of every side together (ranks in their label order): one list per rank, each
+    holding ``(label, analysis)`` per side. SpecscopeError when the sides have different numbers
+    of ranks (compare one rank with --pid instead)."""
+    counts = {len(s) for s in sides}
+    if len(counts) != 1:
+        found = ", ".join(str(len(s)) for s in sides)
+        raise SpecscopeError(
+            f"--per-rank: the inputs hold different numbers of processes with steps ({found}); "
+            "compare one process of each with --pid"
+        )
+    return [list(group) for group in zip(*(s.items() for s in sides), strict=True)]

@@ -184,11 +184,15 @@ def _print_tables(comparisons, rows: list[str] | None) -> None:
 )
 @click.option("--bootstrap", "n_boot", default=2000, show_default=True,
               type=click.IntRange(min=100), help="Bootstrap resamples.")  # fmt: skip
+@click.option("--per-rank", is_flag=True,
+              help="Exports of several processes (TP ranks): compare rank i of each input with "
+              "rank i of the others, one comparison per rank (ranks in pid order).")  # fmt: skip
 @seed_option
 def compare_cmd(inputs: tuple[str, ...], before_refs: tuple[str, ...],
                 after_refs: tuple[str, ...], labels: str | None, spec_args: SpecArgs, fmt: str,
                 metric_list: str | None, chain: bool, extra_columns: str, noise_floor: float,
-                min_steps: int, confidence: float, n_boot: int, seed: int) -> None:  # fmt: skip
+                min_steps: int, confidence: float, n_boot: int, per_rank: bool,
+                seed: int) -> None:  # fmt: skip
     """Compare per-step metrics before/after: medians, p10/p90, bootstrap CI, verdict.
 
     Give BEFORE AFTER [MORE...] (each later input is compared against the first, or with
@@ -210,21 +214,54 @@ def compare_cmd(inputs: tuple[str, ...], before_refs: tuple[str, ...],
 
     Example: specscope compare before.sqlite after.sqlite --skip 1 --format markdown
     """
-    from specscope.analysis.compare import compare_runs, warnings
+    from specscope.analysis.compare import compare_runs
 
     groups = _groups(inputs, before_refs, after_refs)
     columns = _columns(extra_columns)
     names = parse_labels(labels, len(groups), "side")
-    sides = [spec_args.analyses(refs) for refs in groups]
     stats_kw = {"noise_floor_pct": noise_floor, "min_steps": min_steps,
                 "confidence": confidence, "n_boot": n_boot, "seed": seed}  # fmt: skip
+    if per_rank:
+        _compare_per_rank(groups, names, spec_args, stats_kw, fmt, metric_list, columns)
+        return
+    sides = [spec_args.analyses(refs) for refs in groups]
     comparisons = [
         compare_runs(sides[base], sides[i], labels=(names[base], names[i]), **stats_kw)
         for i in range(1, len(sides))
         for base in [i - 1 if chain else 0]
     ]
+    _emit(comparisons, fmt, metric_list, columns, stats_kw, confidence)
+
+
+def _compare_per_rank(groups, names, spec_args: SpecArgs, stats_kw: dict, fmt: str,
+                      metric_list: str | None, columns) -> None:  # fmt: skip
+    """``--per-rank``: each input's processes (one export per side), rank i against rank i."""
+    from specscope.analysis.compare import compare_runs
+    from specscope.analysis.inputs import pair_ranks, resolve_ranks
+
+    if any(len(g) != 1 for g in groups) or len(groups) != 2:
+        raise click.UsageError("--per-rank compares two inputs, BEFORE AFTER, one export each")
+    sides = [resolve_ranks(g[0], spec_args.spec, spec_args.options) for g in groups]
+    comparisons = []
+    for (b_rank, before), (a_rank, after) in pair_ranks(sides):
+        labels = (f"{names[0]}[{b_rank}]", f"{names[1]}[{a_rank}]")
+        comparisons.append(compare_runs([before], [after], labels=labels, **stats_kw))
+    if fmt == "markdown":
+        for i, c in enumerate(comparisons):  # one PR table per rank (their baselines differ)
+            click.echo(f"{chr(10) if i else ''}### {c.labels[0]} → {c.labels[1]}\n")
+            _emit([c], fmt, metric_list, columns, stats_kw, stats_kw["confidence"])
+        return
+    _emit(comparisons, fmt, metric_list, columns, stats_kw, stats_kw["confidence"])
+
+
+def _emit(comparisons, fmt: str, metric_list: str | None, columns, stats_kw: dict,
+          confidence: float) -> None:  # fmt: skip
+    """Warnings, then the comparisons in ``fmt``."""
+    from specscope.analysis.compare import warnings
+
     for message in warnings(comparisons):
         warn(message)
+    min_steps = stats_kw["min_steps"]
     if inconclusive := sum(c.inconclusive for c in comparisons):
         warn(
             f"{inconclusive} metric(s) inconclusive: fewer than {min_steps} steps on a side; "

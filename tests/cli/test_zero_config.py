@@ -104,3 +104,19 @@ def test_compare_takes_one_process_of_an_export_and_says_which():
     assert len(notes) == 2 and "using pid 2099" in notes[0]
     picked = run("compare", path, path, "--pid", "2100", "--min-steps", "5")
     assert "pick another with --pid" not in picked.stderr
+
+
+def test_compare_per_rank_pairs_the_processes_of_two_exports(tmp_path):
+    path = GRAPHS / "two_proc_graph.sqlite"
+    out = run("compare", path, path, "--per-rank", "--min-steps", "5", "--format", "json")
+    data = json.loads(out.stdout)
+    assert [c["labels"] for c in data["comparisons"]] == [
+        ["Before[pid2099]", "After[pid2099]"],
+        ["Before[pid2100]", "After[pid2100]"],
+    ]
+    md = run("compare", path, path, "--per-rank", "--min-steps", "5", "--format", "markdown")
+    assert md.stdout.count("### Before[pid") == 2
+    one = GRAPHS / "run_graph_kpool_nvtx.sqlite"  # one process against two: one error line
+    r = run("compare", one, path, "--per-rank", "--preset", "eagle", code=2)
+    assert r.stderr.startswith("Error:") and len(r.stderr.splitlines()) == 1
+    assert "different numbers of processes" in r.stderr
