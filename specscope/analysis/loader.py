@@ -167,10 +167,13 @@ class Trace:
 
     @cached_property
     def strings(self) -> dict[int, str]:
-        """StringIds, resolved once."""
+        """StringIds, resolved once; every value a string (a damaged export's NULL or blob
+        values are made readable: :func:`specscope.analysis.validate.readable_strings`)."""
+        from specscope.analysis.validate import readable_strings
+
         if not self.has("StringIds"):
             return {}
-        return dict(self.query("SELECT id, value FROM StringIds"))
+        return readable_strings(dict(self.query("SELECT id, value FROM StringIds")))
 
     @cached_property
     def capture_mode(self) -> CaptureMode:
@@ -205,7 +208,7 @@ class Trace:
         for table in ("TARGET_INFO_GPU", "TARGET_INFO_CUDA_GPU"):
             if self.has(table) and {"id", "name"} <= self.columns(table):
                 rows = self.query(f"SELECT id, name FROM {table}")
-                return {int(i): str(n) for i, n in rows if i is not None and n is not None}
+                return {i: str(n) for i, n in rows if isinstance(i, int) and n is not None}
         return {}
 
     # ---------------------------------------------------------------- NVTX
@@ -240,7 +243,9 @@ class Trace:
         strings = self.strings
 
         def label(c: int) -> str:
-            return distinct[-2 - c] if c <= -2 else strings.get(c, "")
+            if c <= -2 and -2 - c < len(distinct):
+                return distinct[-2 - c]
+            return strings.get(c, "")  # a damaged negative textId: no name
 
         pid, tid = (gtid >> 24) & _PID_MASK, gtid & _PID_MASK
         is_domain = etype == NVTX_DOMAIN_CREATE
@@ -289,8 +294,10 @@ class Trace:
     def api(self, names: Iterable[str] | None = None) -> pd.DataFrame:
         """CUDA API calls (runtime and driver), only ``names`` when given."""
         cols = ["start_ns", "end_ns", "pid", "tid", "correlation_id", "name"]
-        if not self.has("CUPTI_ACTIVITY_KIND_RUNTIME"):
-            return pd.DataFrame(columns=cols)
+        if not self.has("CUPTI_ACTIVITY_KIND_RUNTIME"):  # zero calls, with the usual dtypes
+            empty = np.zeros(0, dtype=np.int64)
+            name = pd.Categorical([], categories=pd.Index([], dtype=object))
+            return pd.DataFrame(dict.fromkeys(cols[:-1], empty) | {"name": name}, columns=cols)
         start, end, gtid, corr, name_id = self._runtime
         if names is None:
             ids = {i: _VERSION_SUFFIX.sub("", v) for i, v in self.strings.items()}

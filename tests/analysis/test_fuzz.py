@@ -24,6 +24,7 @@ from damage import damaged_copy
 from test_validate import _in_range
 from testdata import DATA, ROOT
 
+from specscope.analysis.auto import analyze_processes
 from specscope.analysis.run import AnalyzeOptions, analyze
 from specscope.analysis.spec import load_preset
 from specscope.analysis.summary import totals
@@ -66,8 +67,18 @@ def _mutation(rng: random.Random, path: Path) -> tuple[list[str], list[str], str
     return [table], [sql], f"{table}.{col} = {value} in {frac:.0%}"
 
 
-def _library(path: Path) -> str:
+def _library(path: Path, zero_config: bool = False) -> str:
+    """The eagle preset with --skip 1, or (``zero_config``) no spec at all: every process, steps
+    chosen by :mod:`specscope.analysis.auto`."""
     try:
+        if zero_config:
+            export = analyze_processes(path, None, AnalyzeOptions())
+            for p in export.processes:
+                _in_range(p.analysis.frame)
+            trace = export.processes[0].analysis.trace
+            totals(trace)
+            trace.con.close()
+            return "ok"
         a = analyze(path, load_preset("eagle"), AnalyzeOptions(skip=1))
         totals(a.trace)
         _in_range(a.frame)
@@ -78,9 +89,11 @@ def _library(path: Path) -> str:
     return "ok"
 
 
-def _cli(path: Path) -> int:
+def _cli(path: Path, zero_config: bool = False) -> int:
     env = os.environ | {"PYTHONPATH": str(ROOT)}
-    args = ["-m", "specscope", "analyze", str(path), "--preset", "eagle", "--skip", "1", "--totals"]
+    args = ["-m", "specscope", "analyze", str(path), "--totals"]
+    if not zero_config:
+        args += ["--preset", "eagle", "--skip", "1"]
     r = subprocess.run([sys.executable, *args], capture_output=True, text=True, env=env)
     assert "Traceback" not in r.stderr, r.stderr[-2000:]
     assert r.returncode in (0, 2), (r.returncode, r.stderr[-500:])
@@ -100,9 +113,9 @@ def test_fuzz_mutants_end_cleanly(tmp_path: Path, monkeypatch) -> None:
         before = path.read_bytes()
         monkeypatch.setenv("SPECSCOPE_SQLITE_READER", "sqlite3" if i % 2 else "adbc")
         try:
-            outcomes[f"library {_library(path)}"] += 1
+            outcomes[f"library {_library(path, zero_config=i % 3 == 0)}"] += 1
             if i % CLI_EVERY == 0:
-                outcomes[f"cli exit {_cli(path)}"] += 1
+                outcomes[f"cli exit {_cli(path, zero_config=i % (2 * CLI_EVERY) == 0)}"] += 1
         except AssertionError as e:
             raise AssertionError(f"mutant {i} ({src.name}: {what}): {e}") from None
         except Exception as e:
