@@ -219,6 +219,7 @@ class Trace:
             return pd.DataFrame(columns=cols), 0
         have = self.columns("NVTX_EVENTS")
         text_id = "textId" if "textId" in have else "NULL"
+        text = "text" if "text" in have else "NULL"  # exports that keep every name in textId
         domain_id = "domainId" if "domainId" in have else "0"
         types = (
             f"eventType IN ({NVTX_PUSHPOP}, {NVTX_STARTEND}, {NVTXT_PUSHPOP}, {NVTXT_STARTEND},"
@@ -226,15 +227,16 @@ class Trace:
         )
         start, end, is_open, code, gtid, domain_id, etype, has_text, rowid = self.int_columns(
             f"SELECT start, coalesce(end, 0), end IS NULL, coalesce({text_id}, -1),"
-            f" coalesce(globalTid, 0), coalesce({domain_id}, 0), eventType, text IS NOT NULL,"
+            f" coalesce(globalTid, 0), coalesce({domain_id}, 0), eventType, {text} IS NOT NULL,"
             f" rowid FROM NVTX_EVENTS WHERE {types} ORDER BY rowid",
             9,
         )
         progress.report("NVTX ranges", 1, 1)
         # Names are codes: StringIds ids, or -2 - i for the i-th distinct explicit ``text``.
-        texts = dict(
-            self.query(f"SELECT rowid, text FROM NVTX_EVENTS WHERE text IS NOT NULL AND {types}")
+        rows = self.query(
+            f"SELECT rowid, {text} FROM NVTX_EVENTS WHERE {text} IS NOT NULL AND {types}"
         )
+        texts = {r: v if isinstance(v, str) else _as_text(v) for r, v in rows}
         distinct = sorted(set(texts.values()))
         if distinct:
             text_code = {t: -2 - i for i, t in enumerate(distinct)}
@@ -698,6 +700,11 @@ _OPTIONAL_COLUMNS = (
     "demangledName",
     "nameId",
 )
+
+
+def _as_text(value) -> str:
+    """A damaged export's non-text name (a blob, a number) as text."""
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
 
 def _adapt(sql: str, have: set[str]) -> str:

@@ -152,3 +152,19 @@ def test_nvtxt_ranges_are_ranges_too(tmp_path):
         con.execute("UPDATE NVTX_EVENTS SET eventType = 71 WHERE rowid % 2 = 1")
     assert len(load(path).nvtx) == 3
     assert _analyse(path)["eager_kernels"].tolist() == [1, 1, 1]
+
+
+def test_nvtx_without_a_text_column_or_with_blob_text(tmp_path):
+    """Exports that keep every range name in textId (no ``text`` column), and a damaged one
+    whose ``text`` holds a blob: ranges are still read, names as text."""
+    lean, blob = tmp_path / "lean.sqlite", tmp_path / "blob.sqlite"
+    for path in (lean, blob):
+        x = SyntheticExport()
+        _loop(x)
+        x.write(path)
+    with sqlite3.connect(lean) as con:
+        con.execute("ALTER TABLE NVTX_EVENTS DROP COLUMN text")
+    assert _analyse(lean)["eager_kernels"].tolist() == [1, 1, 1]
+    with sqlite3.connect(blob) as con:
+        con.execute("UPDATE NVTX_EVENTS SET text = x'73746570', textId = NULL")  # b"step"
+    assert load(blob).nvtx["name"].tolist() == ["step"] * 3
