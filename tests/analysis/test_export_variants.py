@@ -168,3 +168,31 @@ def test_nvtx_without_a_text_column_or_with_blob_text(tmp_path):
     with sqlite3.connect(blob) as con:
         con.execute("UPDATE NVTX_EVENTS SET text = x'73746570', textId = NULL")  # b"step"
     assert load(blob).nvtx["name"].tolist() == ["step"] * 3
+
+
+def test_damaged_or_missing_tables_give_an_analysis_not_a_traceback(tmp_path):
+    """Found by fuzzing the zero-config path: no CUDA API table, a blob GPU id, a huge negative
+    textId, NULL names in StringIds (read before any analysis validated the export)."""
+    from specscope.analysis.auto import analyze_processes
+    from specscope.analysis.run import AnalyzeOptions
+
+    damage = {
+        "no_runtime": "DROP TABLE CUPTI_ACTIVITY_KIND_RUNTIME",
+        "blob_gpu_id": "UPDATE TARGET_INFO_GPU SET id = x'00ff'",
+        "negative_text_id": "UPDATE NVTX_EVENTS SET textId = -9223372036854775807",
+        "null_string": "UPDATE StringIds SET value = NULL WHERE rowid % 2 = 0",
+    }
+    for name, sql in damage.items():
+        path = tmp_path / f"{name}.sqlite"
+        x = SyntheticExport()
+        _loop(x)
+        x.write(path)
+        with sqlite3.connect(path) as con:
+            if name == "null_string":  # the schema says NOT NULL: a damaged copy does not
+                con.execute("CREATE TABLE s2 AS SELECT * FROM StringIds")
+                con.execute("DROP TABLE StringIds")
+                con.execute("ALTER TABLE s2 RENAME TO StringIds")
+            con.execute(sql)
+        assert not totals(load(path))["kernels"].empty, name
+        export = analyze_processes(path, None, AnalyzeOptions())
+        assert export.processes and export.processes[0].analysis.n_steps >= 1, name
