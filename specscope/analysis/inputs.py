@@ -149,14 +149,16 @@ def resolve_ranks(
     ref: str | Path, spec: StepSpec, options: AnalyzeOptions = DEFAULT_OPTIONS
 ) -> dict[str, Analysis]:
     """Every process (rank) with steps of one export, by rank label (``pid<P>[.dev<D>]``, in
-    pid order; :func:`specscope.analysis.auto.analyze_processes`); a results-database run or
-    an export of one process gives one entry, labelled ``rank0``."""
+    pid order; :func:`specscope.analysis.auto.analyze_processes`); a results-database run, or
+    an export with ``options.pid`` given, is one entry labelled ``rank0``."""
     from specscope.analysis.auto import analyze_processes
 
     path = Path(str(ref))
     if path.is_dir():
         path, _ = run_folder_export(path)
-    if _db_run(str(ref)) is not None or options.pid is not None:
+    elif (stored := _db_run(str(ref))) is not None:
+        return {"rank0": stored}
+    if options.pid is not None:
         return {"rank0": resolve(ref, spec, options).analysis}
     return analyze_processes(path, spec, options).analyses
 

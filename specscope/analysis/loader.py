@@ -54,6 +54,7 @@ from specscope.analysis.sqlread import (
     readonly_uri,
     rowid_ranges,
 )
+from specscope.analysis.validate import as_text, readable_strings
 from specscope.errors import TraceError
 
 NVTX_PUSHPOP, NVTX_STARTEND, NVTX_DOMAIN_CREATE = 59, 60, 75
@@ -169,8 +170,6 @@ class Trace:
     def strings(self) -> dict[int, str]:
         """StringIds, resolved once; every value a string (a damaged export's NULL or blob
         values are made readable: :func:`specscope.analysis.validate.readable_strings`)."""
-        from specscope.analysis.validate import readable_strings
-
         if not self.has("StringIds"):
             return {}
         return readable_strings(dict(self.query("SELECT id, value FROM StringIds")))
@@ -236,7 +235,7 @@ class Trace:
         rows = self.query(
             f"SELECT rowid, {text} FROM NVTX_EVENTS WHERE {text} IS NOT NULL AND {types}"
         )
-        texts = {r: v if isinstance(v, str) else _as_text(v) for r, v in rows}
+        texts = {r: as_text(v) for r, v in rows}  # a damaged export's blob as text too
         distinct = sorted(set(texts.values()))
         if distinct:
             text_code = {t: -2 - i for i, t in enumerate(distinct)}
@@ -700,11 +699,6 @@ _OPTIONAL_COLUMNS = (
     "demangledName",
     "nameId",
 )
-
-
-def _as_text(value) -> str:
-    """A damaged export's non-text name (a blob, a number) as text."""
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
 
 def _adapt(sql: str, have: set[str]) -> str:

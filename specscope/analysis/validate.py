@@ -133,10 +133,14 @@ def readable_strings(strings: dict) -> dict[int, str]:
     for i, v in strings.items():
         if not isinstance(i, int):
             continue
-        if isinstance(v, bytes):
-            v = v.decode("utf-8", "replace")
-        out[i] = v if isinstance(v, str) else f"<string {i}>"
+        out[i] = as_text(v) if isinstance(v, str | bytes) else f"<string {i}>"
     return out
+
+
+def as_text(value) -> str:
+    """A name read from an export as text: a blob decoded as UTF-8 (invalid bytes replaced),
+    anything else as ``str`` gives it."""
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
 
 def _duplicates(trace) -> int:

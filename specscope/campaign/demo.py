@@ -18,13 +18,12 @@ under ``tests/data/`` are used instead and the output says so.
 from __future__ import annotations
 
 import dataclasses
-import lzma
-import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from specscope.analysis.compare import Comparison, compare_runs
+from specscope.analysis.compressed import xz_copy
 from specscope.analysis.inputs import ResolvedInput
 from specscope.analysis.run import AnalyzeOptions, analyze
 from specscope.analysis.spec import DEFAULT_PRESET, load_preset
@@ -66,16 +65,11 @@ def find_examples(examples: Path | None = None) -> tuple[list[tuple[str, Path]],
 
 
 def _plain(path: Path, tmp: Path) -> Path:
-    """``path`` itself, or its decompressed copy in ``tmp`` for ``.xz`` files."""
-    if path.suffix != ".xz":
+    """``path`` itself, or its decompressed copy in ``tmp`` for an xz-compressed file."""
+    copy = xz_copy(path, tmp)
+    if copy is None:
         return path
-    target = tmp / path.name[: -len(".xz")]
-    try:
-        with lzma.open(path) as src, target.open("wb") as dst:
-            shutil.copyfileobj(src, dst, 1 << 20)
-    except (OSError, lzma.LZMAError) as e:
-        raise SpecscopeError(f"{path}: cannot decompress ({e})") from None
-    return target
+    return copy.rename(tmp / path.name.removesuffix(".xz"))  # the export's own name
 
 
 def run_demo(out: Path, examples: Path | None = None) -> Demo:

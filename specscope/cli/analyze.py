@@ -128,19 +128,24 @@ def _analyze_export(path: Path, spec_args: SpecArgs, collective: str, fmt: str, 
         return None
 
 
+def _totals_json(trace) -> dict:
+    """The whole-capture totals (``nsys stats``'s kernel and memory tables) as JSON records."""
+    from specscope.analysis.summary import totals as capture_totals
+
+    return {k: v.reset_index().to_dict("records") for k, v in capture_totals(trace).items()}
+
+
 def _print_totals_only(trace, fmt: str) -> None:
     """``--totals`` of an export whose steps could not be found."""
     from specscope.analysis.summary import totals as capture_totals
 
-    t = capture_totals(trace)
     if fmt == "json":
-        records = {k: v.reset_index().to_dict("records") for k, v in t.items()}
         data = {"trace": str(trace.path), "nsys_version": trace.nsys_version,
                 "capture_mode": trace.capture_mode.value, "steps": 0,
-                "totals": records}  # fmt: skip
+                "totals": _totals_json(trace)}  # fmt: skip
         click.echo(json.dumps(data))
         return
-    for name, frame in t.items():
+    for name, frame in capture_totals(trace).items():
         click.echo(f"{name} (whole capture)\n{table_text(_short_names(frame))}\n")
 
 
@@ -169,7 +174,6 @@ def _warn_about(process, spec_given: bool, label: str = "") -> None:
 def _print_processes(export, fmt: str, db, totals: bool) -> None:
     """``analyze`` of one export holding several processes (or devices): the shape of several
     exports, one entry per (process, device), then the cross-rank view."""
-    from specscope.analysis.summary import totals as capture_totals
 
     for p in export.processes:
         _warn_about(p, True, p.rank)
@@ -184,8 +188,7 @@ def _print_processes(export, fmt: str, db, totals: bool) -> None:
     if fmt == "json":
         data = export.to_json() | {"trace": str(export.path), "failed": []}
         if totals:
-            t = capture_totals(trace)
-            data["totals"] = {k: v.reset_index().to_dict("records") for k, v in t.items()}
+            data["totals"] = _totals_json(trace)
         click.echo(json.dumps(data))
     elif fmt == "csv":
         click.echo(export.cross_rank.to_csv(), nl=False)
@@ -209,8 +212,7 @@ def _print_one(result, fmt: str, totals: bool, timeline: bool, median_by: str,
         if top_kernels is not None:
             extra["top_kernels"] = top_kernels.reset_index().to_dict("records")
         if totals:
-            t = capture_totals(result.trace)
-            extra["totals"] = {k: v.reset_index().to_dict("records") for k, v in t.items()}
+            extra["totals"] = _totals_json(result.trace)
         click.echo(result.json_text(**extra))  # compact, per_step last
         return
     if fmt == "csv":
