@@ -197,38 +197,18 @@ WHOLE_HINT = (
 def choose_steps(
     trace: Trace,
     pid: int,
-    graphs: list[ThreadGraphs] | None = None,
-    *,
-    min_cycles: int = 3,
-    **pattern_thresholds,
-) -> list[Choice]:
-    """The candidate step choices (a)-(c) of process ``pid``, best first (module doc).
-
-    ``graphs``: :func:`~specscope.analysis.graphs.thread_graphs` of ``trace`` when already
-    computed; ``min_cycles``: repetitions of the main graph cycle needed for (b);
-    ``pattern_thresholds``: keyword arguments of :func:`.patterns.thread_step_kernel` for (c).
-    """
-    known = graphs
-    return list(
-        _choices(
-            trace,
-            pid,
-            lambda: thread_graphs(trace) if known is None else known,
-            min_cycles,
-            pattern_thresholds,
-        )  # fmt: skip
-    )
-
-
-def _choices(
-    trace: Trace,
-    pid: int,
     graphs: Callable[[], list[ThreadGraphs]],
     min_cycles: int,
     pattern_thresholds: dict,
 ) -> Iterator[Choice]:
-    """:func:`choose_steps`, each candidate worked out only when the one before it was not
-    usable (the graph inventory and the kernel-pattern search cost seconds on large exports)."""
+    """The candidate step choices (a)-(c) of process ``pid``, best first (module doc), each
+    worked out only when the one before it was not usable (the graph inventory and the
+    kernel-pattern search cost seconds on large exports).
+
+    ``graphs``: gives :func:`~specscope.analysis.graphs.thread_graphs` of ``trace`` (computed
+    once, when first needed); ``min_cycles``: repetitions of the main graph cycle needed for
+    (b); ``pattern_thresholds``: keyword arguments of :func:`.patterns.thread_step_kernel` for
+    (c)."""
     if (c := _preset_steps(trace, pid)) is not None:
         yield c
     if (trace.ops["pid"] == pid).any():
@@ -300,7 +280,7 @@ def _zero_config(
     failed = []
     thresholds = dict(thresholds)
     min_cycles = thresholds.pop("min_cycles")
-    for i, c in enumerate(_choices(trace, pid, graphs, min_cycles, thresholds)):
+    for i, c in enumerate(choose_steps(trace, pid, graphs, min_cycles, thresholds)):
         try:
             # the default preset is a guess here: its anchors may be absent (a note, not an error)
             lenient = replace(options, require_anchors=False)
