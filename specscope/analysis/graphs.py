@@ -205,11 +205,3 @@ def thread_graphs(trace: Trace) -> list[ThreadGraphs]:
         line = anchors_line(roles)
         out.append(ThreadGraphs(int(pid), int(tid), per_graph(rows, created), cycles, roles, line))
     return out
-
-
-def role_ids(trace: Trace, pid: int, tid: int, number: int) -> tuple[int, ...]:
-    """The graph ids of role ``number`` (capture order) on one thread; () if it has none."""
-    for t in thread_graphs(trace):
-        if (t.pid, t.tid) == (pid, tid):
-            return next((r.graph_ids for r in t.roles if r.number == number), ())
-    return ()

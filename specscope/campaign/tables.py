@@ -209,10 +209,6 @@ MEMORY_TARGET = (
 )
 
 
-def _family(metrics: tuple[str, ...], head: str) -> list[str]:
-    return [m for m in metrics if m.startswith(f"{head}:")]
-
-
 def target_rows(spec: StepSpec) -> list[tuple[str, str, str, str, float]]:
     """The targets: no counted kernel of the spec's PR rows left [graph], eager memcpys and idle
     (:data:`MEMCPY_TARGETS`), each gap of the PR rows at most half the baseline's [graph], and
