@@ -147,23 +147,34 @@ def expand(refs: Iterable[str | Path]) -> list[Path]:
 
 def resolve_ranks(
     ref: str | Path, spec: StepSpec, options: AnalyzeOptions = DEFAULT_OPTIONS
-) -> dict[str, Analysis]:
-    """Every process (rank) with steps of one export, by rank label (``pid<P>[.dev<D>]``, in
-    pid order; :func:`specscope.analysis.auto.analyze_processes`); a results-database run, or
-    an export with ``options.pid`` given, is one entry labelled ``rank0``."""
+) -> dict[str, ResolvedInput]:
+    """Every process (rank) with steps of one reference, by rank label (``pid<P>[.dev<D>]``, in
+    pid order; :func:`specscope.analysis.auto.analyze_processes`), each with the reference's
+    provenance; a results-database run, or a reference analysed with ``options.pid`` given, is
+    one entry labelled ``rank0``."""
     from specscope.analysis.auto import analyze_processes
 
-    path = Path(str(ref))
-    if path.is_dir():
-        path, _ = run_folder_export(path)
-    elif (stored := _db_run(str(ref))) is not None:
-        return {"rank0": stored}
+    if (stored := _db_run(str(ref))) is not None:
+        return {"rank0": ResolvedInput(str(ref), stored)}
     if options.pid is not None:
-        return {"rank0": resolve(ref, spec, options).analysis}
-    return analyze_processes(path, spec, options).analyses
+        return {"rank0": resolve(ref, spec, options)}
+    path, run_dir, manifest = Path(str(ref)), None, None
+    if path.is_dir():
+        run_dir = path
+        path, manifest = run_folder_export(path)
+    if manifest is None:
+        manifest = read_manifest(path.parent)
+    found = analyze_processes(path, spec, options).analyses
+    out = {}
+    for label, a in found.items():
+        if manifest:
+            batch, commit = batch_and_commit(manifest, path)
+            a = dataclasses.replace(a, batch_size=batch, commit=commit)
+        out[label] = ResolvedInput(str(ref), a, path, run_dir, manifest if run_dir else None)
+    return out
 
 
-def pair_ranks(sides: list[dict[str, Analysis]]) -> list[list[tuple[str, Analysis]]]:
+def pair_ranks(sides: list[dict[str, ResolvedInput]]) -> list[list[tuple[str, ResolvedInput]]]:
     """Rank i of every side together (ranks in their label order): one list per rank, each
     holding ``(label, analysis)`` per side. SpecscopeError when the sides have different numbers
     of ranks (compare one rank with --pid instead)."""

@@ -245,7 +245,9 @@ def _compare_per_rank(groups, names, spec_args: SpecArgs, stats_kw: dict, fmt: s
     comparisons = []
     for (b_rank, before), (a_rank, after) in pair_ranks(sides):
         labels = (f"{names[0]}[{b_rank}]", f"{names[1]}[{a_rank}]")
-        comparisons.append(compare_runs([before], [after], labels=labels, **stats_kw))
+        comparisons.append(
+            compare_runs([before.analysis], [after.analysis], labels=labels, **stats_kw)
+        )
     if fmt == "markdown":
         for i, c in enumerate(comparisons):  # one PR table per rank (their baselines differ)
             click.echo(f"{chr(10) if i else ''}### {c.labels[0]} → {c.labels[1]}\n")

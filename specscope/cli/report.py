@@ -3,6 +3,7 @@ where the report went."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import click
@@ -88,12 +89,17 @@ def _views(
                    "spec's [report] highlight, else its counted kernels).")  # fmt: skip
 @noise_floor_option
 @min_steps_option
+@click.option("--per-rank", is_flag=True,
+              help="Exports of several processes (TP ranks): one report per rank i (rank i of "
+                   "each input, ranks in pid order) in rankI/ subfolders, with index.html and "
+                   "summary.md over all of them.")  # fmt: skip
 @seed_option
 @click.pass_context
 def report_cmd(ctx: click.Context, inputs: tuple[str, ...], labels: str | None, out: Path,
                spec_args: SpecArgs, gap: str | None, lead_us: float, span_us: float | None,
                highlight: str | None,
-               noise_floor: float, min_steps: int, seed: int) -> None:  # fmt: skip
+               noise_floor: float, min_steps: int, per_rank: bool,
+               seed: int) -> None:  # fmt: skip
     """Write an HTML/PNG/Markdown report comparing runs into a new folder under --out.
 
     INPUT: an nsys export, a run folder of `specscope profile` (its export and manifest), a
@@ -105,40 +111,81 @@ def report_cmd(ctx: click.Context, inputs: tuple[str, ...], labels: str | None, 
     report.html (self-contained; figures beside it). Results-database runs keep no operations:
     their timeline and composition are left empty.
 
+    An export of several processes (every TP rank of a server) is read as one process (--pid,
+    or the one with most steps); --per-rank reports every rank: rank i of each input against
+    rank i of the first, one full report per rank, and index.html linking them.
+
     Example: specscope report before.sqlite after.sqlite --skip 1 --labels main,fused --span 400
     --lead 40 --out reports
     """
-    from specscope.analysis.compare import compare_runs
-    from specscope.analysis.explain import report_explanations
-    from specscope.analysis.inputs import resolve
+    from specscope.analysis.inputs import pair_ranks, resolve, resolve_ranks
     from specscope.analysis.spec import check_regexes
     from specscope.analysis.targets import check_output_dir
-    from specscope.cli.compare import compare_cmd
-    from specscope.reports.report import new_report_dir, write_report
-    from specscope.reports.reproduce import reproduce_commands
+    from specscope.reports.report import report_folder, write_rank_index, write_report
 
     names = _labels(labels, len(inputs))
     check_regexes({"--highlight": highlight})
     check_output_dir(out, "--out", inputs)
     gap, highlight = _gap_and_highlight(spec_args.spec, gap, highlight)
-    resolved = [resolve(ref, spec_args.spec, spec_args.options) for ref in inputs]
+    given = given_options(ctx, skip=("labels",))
     stats = {"noise_floor_pct": noise_floor, "min_steps": min_steps, "seed": seed}
+    settings = _Settings(gap, lead_us, span_us, highlight, stats)
+    if not per_rank:
+        resolved = [resolve(ref, spec_args.spec, spec_args.options) for ref in inputs]
+        one = _prepare(inputs, resolved, names, given, settings, names)
+        with report_folder(out) as out_dir:
+            write_report(out_dir, **one)
+        click.echo(str(out_dir / "report.html"))
+        return
+    sides = [resolve_ranks(ref, spec_args.spec, spec_args.options) for ref in inputs]
+    ranks = []
+    for group in pair_ranks(sides):
+        rank_names = [f"{n}[{label}]" for n, (label, _) in zip(names, group, strict=True)]
+        resolved = [r for _, r in group]
+        ranks.append(_prepare(inputs, resolved, rank_names, given, settings, names))
+    with report_folder(out) as out_dir:
+        for i, one in enumerate(ranks):
+            (out_dir / f"rank{i}").mkdir()
+            write_report(out_dir / f"rank{i}", **one)
+        write_rank_index(
+            out_dir, [(f"rank{i}", r["labels"], r["comparisons"]) for i, r in enumerate(ranks)]
+        )
+    click.echo(str(out_dir / "index.html"))
+
+
+@dataclass(frozen=True)
+class _Settings:
+    """The report options every rank's report shares."""
+
+    gap: str
+    lead_us: float
+    span_us: float | None
+    highlight: str | None
+    stats: dict
+
+
+def _prepare(inputs, resolved, names: list[str], given, s: _Settings, labels: list[str]) -> dict:
+    """Compare and explain one report's inputs (one rank's, or the only ones): the keyword
+    arguments of :func:`specscope.reports.report.write_report` but its folder. ``names``: the
+    inputs' names on the page; ``labels``: the ``--labels`` of the reproduce commands."""
+    from specscope.analysis.compare import compare_runs
+    from specscope.analysis.explain import report_explanations
+    from specscope.cli.compare import compare_cmd
+    from specscope.reports.reproduce import reproduce_commands
+
     comparisons = [
-        compare_runs([resolved[0].analysis], [r.analysis], labels=(names[0], names[i]), **stats)
+        compare_runs([resolved[0].analysis], [r.analysis], labels=(names[0], names[i]), **s.stats)
         for i, r in enumerate(resolved[1:], 1)
     ]
-    views = _views(resolved, gap, lead_us, highlight, span_us)
+    views = _views(resolved, s.gap, s.lead_us, s.highlight, s.span_us)
     compare_flags = [o for p in compare_cmd.params for o in p.opts]
-    given = given_options(ctx, skip=("labels",))
-    commands = reproduce_commands(inputs, names, given, compare_flags, resolved)
-    texts, notes = report_explanations([r.analysis for r in resolved], names, gap)
+    commands = reproduce_commands(inputs, labels, given, compare_flags, resolved)
+    texts, notes = report_explanations([r.analysis for r in resolved], names, s.gap)
     for note in notes:
         warn(note)
-    out_dir = new_report_dir(out)
-    write_report(out_dir, resolved, names, comparisons, views, gap=gap,
-                 highlight=highlight or None, commands=commands,
-                 explanations=texts)  # fmt: skip
-    click.echo(str(out_dir / "report.html"))
+    return {"inputs": resolved, "labels": names, "comparisons": comparisons, "views": views,
+            "gap": s.gap, "highlight": s.highlight or None, "commands": commands,
+            "explanations": texts}  # fmt: skip
 
 
 COMMANDS = (report_cmd,)

@@ -114,15 +114,16 @@ def package_version() -> str:
         return "unknown"
 
 
-def render_html(context: dict) -> str:
-    """Fill ``templates/report.html``; ``context`` keys are the template's variables."""
+def render_html(context: dict, template: str = "report.html") -> str:
+    """Fill ``templates/<template>`` (the report page, or ``index.html`` of a per-rank report);
+    ``context`` keys are the template's variables."""
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("specscope.reports", "templates"),
         autoescape=jinja2.select_autoescape(["html"]),
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
     )
-    return env.get_template("report.html").render(**context)
+    return env.get_template(template).render(**context)
 
 
 def page_title(labels: Sequence[str]) -> str:

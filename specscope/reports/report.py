@@ -9,8 +9,10 @@ each later one (:class:`specscope.analysis.compare.Comparison`) and each input's
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
-from collections.abc import Sequence
+import shutil
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from specscope.analysis.compare import Comparison, Level
@@ -34,6 +36,18 @@ def new_report_dir(out: Path, now: dt.datetime | None = None) -> Path:
     from specscope.profiler.profile import new_run_dir
 
     return new_run_dir(out, "report", now)
+
+
+@contextlib.contextmanager
+def report_folder(out: Path, now: dt.datetime | None = None) -> Iterator[Path]:
+    """:func:`new_report_dir`, removed again if the block fails: a report is written whole or
+    not at all (no half-written folder is left under ``out``)."""
+    out_dir = new_report_dir(out, now)
+    try:
+        yield out_dir
+    except BaseException:
+        shutil.rmtree(out_dir, ignore_errors=True)
+        raise
 
 
 def input_facts(i: ResolvedInput, label: str, view: MedianStep | None) -> list[tuple[str, str]]:
@@ -279,4 +293,51 @@ def write_report(
     context = _page_context(inputs, labels, comparisons, views, gap, highlight, commands, now)
     context["explanations"] = list(explanations)
     paths["report.html"].write_text(html.render_html(context))
+    return paths
+
+
+def write_rank_index(
+    out_dir: Path,
+    ranks: Sequence[tuple[str, Sequence[str], Sequence[Comparison]]],
+    now: dt.datetime | None = None,
+) -> dict[str, Path]:
+    """The top of a per-rank report: ``index.html`` (each rank's PR rows, linking its
+    ``report.html``) and ``summary.md`` (each rank's PR table). ``ranks``: per rank, its
+    subfolder's name, its inputs' names and its comparisons."""
+    now = now or dt.datetime.now(dt.timezone.utc)
+    lines = ["# specscope report per rank", ""]
+    page = []
+    for folder, names, comparisons in ranks:
+        title = html.page_title(names)
+        lines += [
+            f"## {folder}: {markdown.md_text(title)}",
+            "",
+            f"[report]({folder}/report.html)",
+            "",
+        ]
+        lines.append(markdown.render(comparisons))
+        page.append(
+            {
+                "folder": folder,
+                "title": title,
+                "comparisons": [
+                    {
+                        "title": f"{c.labels[0]} → {c.labels[1]}",
+                        "before_label": c.labels[0],
+                        "after_label": c.labels[1],
+                        "rows": [r for r in html.comparison_rows(c) if r["pr"]],
+                    }
+                    for c in comparisons
+                ],
+            }
+        )
+    context = {
+        "title": " | ".join(html.page_title(names) for _, names, _ in ranks),
+        "generated": f"{now:%Y-%m-%d %H:%M:%S} UTC",
+        "version": html.package_version(),
+        "ranks": page,
+    }
+    paths = {"index.html": out_dir / "index.html", "summary.md": out_dir / "summary.md"}
+    paths["summary.md"].write_text("\n".join(lines))
+    paths["index.html"].write_text(html.render_html(context, "index.html"))
     return paths

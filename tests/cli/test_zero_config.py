@@ -120,3 +120,37 @@ def test_compare_per_rank_pairs_the_processes_of_two_exports(tmp_path):
     r = run("compare", one, path, "--per-rank", "--preset", "eagle", code=2)
     assert r.stderr.startswith("Error:") and len(r.stderr.splitlines()) == 1
     assert "different numbers of processes" in r.stderr
+
+
+def test_report_per_rank_writes_one_report_per_process(tmp_path):
+    path = GRAPHS / "two_proc_graph.sqlite"
+    r = run("report", path, path, "--per-rank", "--min-steps", "5", "--out", tmp_path)
+    index = tmp_path.joinpath(r.stdout.strip())
+    assert index.name == "index.html" and index.is_file()
+    top = index.parent
+    assert sorted(p.name for p in top.iterdir()) == ["index.html", "rank0", "rank1", "summary.md"]
+    summary = (top / "summary.md").read_text()
+    assert "## rank0: Before[pid2099] vs After[pid2099]" in summary
+    assert "## rank1: Before[pid2100] vs After[pid2100]" in summary
+    page = index.read_text()
+    assert 'href="rank0/report.html"' in page and 'href="rank1/report.html"' in page
+    # each rank's report holds the numbers of that process alone (its --pid report)
+    for rank, pid in (("rank0", "2099"), ("rank1", "2100")):
+        one = run("report", path, path, "--pid", pid, "--min-steps", "5", "--out", tmp_path / pid)
+        alone = tmp_path.joinpath(one.stdout.strip()).parent / "summary.md"
+        assert _value_rows(alone) and _value_rows(alone) == _value_rows(top / rank / "summary.md")
+        assert "--per-rank" in (top / rank / "report.html").read_text()
+
+
+def _value_rows(summary):
+    """The PR table's rows of a summary.md, without their labels: (metric, before, after)."""
+    rows = [line.split("|") for line in summary.read_text().splitlines() if line.startswith("| ")]
+    return [(r[1], r[2], r[3]) for r in rows[1:] if r[1].strip() != "---"]
+
+
+def test_report_per_rank_refuses_different_process_counts(tmp_path):
+    one = GRAPHS / "run_graph_kpool_nvtx.sqlite"
+    two = GRAPHS / "two_proc_graph.sqlite"
+    r = run("report", one, two, "--per-rank", "--preset", "eagle", "--out", tmp_path, code=2)
+    assert r.stderr.startswith("Error:") and "different numbers of processes" in r.stderr
+    assert list(tmp_path.iterdir()) == []

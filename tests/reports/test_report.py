@@ -421,3 +421,13 @@ def test_reports_only_render():
                 if path.name == "report.py" and node.module == "specscope.analysis.inputs":
                     continue  # the ResolvedInput type, for annotations
                 pytest.fail(f"{path.name} imports {node.module}")
+
+
+def test_a_failed_report_leaves_no_folder(tmp_path):
+    from specscope.reports.report import report_folder
+
+    with pytest.raises(RuntimeError):
+        with report_folder(tmp_path) as out_dir:
+            (out_dir / "timeline.png").write_bytes(b"half")
+            raise RuntimeError("figure failed")
+    assert list(tmp_path.iterdir()) == []
