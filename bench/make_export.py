@@ -56,6 +56,7 @@ if importlib.util.find_spec("specscope") is None:  # a script run from a checkou
 
 from specscope.analysis.synthetic import (  # noqa: E402
     _DDL,
+    MEMCPY_ENUM,
     MEMCPY_KINDS,
     NVTX_DOMAIN_CREATE,
     NVTX_PUSHPOP,
@@ -172,6 +173,7 @@ _MEM_KINDS = {1: (1, 2), 2: (2, 1), 8: (2, 2)}
 TABLES = (
     "META_DATA_EXPORT",
     "TARGET_INFO_GPU",
+    "ENUM_CUDA_MEMCPY_OPER",
     "StringIds",
     "NVTX_EVENTS",
     "CUPTI_ACTIVITY_KIND_RUNTIME",
@@ -617,6 +619,7 @@ def generate(
         )
         gpu = [(1, 0, "NVIDIA H200", "0000:00:06.0")]
         insert("TARGET_INFO_GPU", gpu, widths["TARGET_INFO_GPU"])
+        insert("ENUM_CUDA_MEMCPY_OPER", MEMCPY_ENUM, 3)
         insert(
             "NVTX_EVENTS",
             [(-195_227_391, None, NVTX_DOMAIN_CREATE, None, DOMAIN, gen.gtid, None, None, 1)],

@@ -189,16 +189,18 @@ class Trace:
         return CaptureMode.NO_GRAPHS
 
     @cached_property
-    def memcpy_labels(self) -> dict[int, str]:
-        """copyKind -> label from the export's ``ENUM_CUDA_MEMCPY_OPER`` (what ``nsys stats``
-        names memcpys by); empty when the export has no such table."""
+    def memcpy_names(self) -> dict[int, str]:
+        """copyKind -> memcpy op name as ``nsys stats`` of the export's version names it:
+        ``[CUDA memcpy LABEL]`` from the export's ``ENUM_CUDA_MEMCPY_OPER``
+        (``[CUDA memcpy Host-to-Device]``), else :data:`LEGACY_MEMCPY_NAMES`
+        (``[CUDA memcpy HtoD]``)."""
         if not self.has("ENUM_CUDA_MEMCPY_OPER"):
-            return {}
-        cols = self.columns("ENUM_CUDA_MEMCPY_OPER")
-        if not {"id", "label"} <= cols:
-            return {}
+            return LEGACY_MEMCPY_NAMES
+        if not {"id", "label"} <= self.columns("ENUM_CUDA_MEMCPY_OPER"):
+            return LEGACY_MEMCPY_NAMES
         rows = self.query("SELECT id, label FROM ENUM_CUDA_MEMCPY_OPER")
-        return {int(i): str(v) for i, v in rows if i is not None and v is not None}
+        labels = {int(i): f"[CUDA memcpy {as_text(v)}]" for i, v in rows if i is not None and v}
+        return {**LEGACY_MEMCPY_NAMES, **labels}
 
     @cached_property
     def gpu_names(self) -> dict[int, str]:
@@ -369,8 +371,8 @@ class Trace:
                 "stream_id": stream,
                 "pid": pid,
                 "correlation_id": corr,
-                "name": _categorical(short, self.strings, self.memcpy_labels),
-                "full_name": _categorical(full, self.strings, self.memcpy_labels),
+                "name": _categorical(short, self.strings, self.memcpy_names),
+                "full_name": _categorical(full, self.strings, self.memcpy_names),
                 "kind": pd.Categorical.from_codes(kind, categories=pd.Index(KINDS, dtype=object)),
                 "in_graph": in_graph,
                 "copy_kind": pd.Categorical.from_codes(
@@ -668,21 +670,23 @@ _COPY_CODE = np.full(256, COPY_KINDS.index("other"), dtype=np.int8)
 _COPY_CODE[[1, 2, 8]] = [COPY_KINDS.index(k) for k in ("htod", "dtoh", "dtod")]
 _COPY_CODE[[11, 12, 13]] = COPY_KINDS.index("unified")
 # copyKind -> label, as ENUM_CUDA_MEMCPY_OPER has them (exports without that table use these)
-MEMCPY_LABELS = {
-    0: "Unknown",
-    1: "Host-to-Device",
-    2: "Device-to-Host",
-    3: "Host-to-Array",
-    4: "Array-to-Host",
-    5: "Array-to-Array",
-    6: "Array-to-Device",
-    7: "Device-to-Array",
-    8: "Device-to-Device",
-    9: "Host-to-Host",
-    10: "Peer-to-Peer",
-    11: "Unified Host-to-Device",
-    12: "Unified Device-to-Host",
-    13: "Unified Device-to-Device",
+# Memcpy names of exports without ``ENUM_CUDA_MEMCPY_OPER`` (nsys before 2021.2): those of that
+# era's ``nsys stats`` (its ``MemcpyOperStrs``), so ``--totals`` names copies as it did.
+LEGACY_MEMCPY_NAMES = {
+    0: "[CUDA memcpy Unknown]",
+    1: "[CUDA memcpy HtoD]",
+    2: "[CUDA memcpy DtoH]",
+    3: "[CUDA memcpy HtoA]",
+    4: "[CUDA memcpy AtoH]",
+    5: "[CUDA memcpy AtoA]",
+    6: "[CUDA memcpy AtoD]",
+    7: "[CUDA memcpy DtoA]",
+    8: "[CUDA memcpy DtoD]",
+    9: "[CUDA memcpy HtoH]",
+    10: "[CUDA memcpy PtoP]",
+    11: "[CUDA Unified Memory memcpy HtoD]",
+    12: "[CUDA Unified Memory memcpy DtoH]",
+    13: "[CUDA Unified Memory memcpy DtoD]",
 }
 
 
@@ -710,9 +714,9 @@ def _adapt(sql: str, have: set[str]) -> str:
     return sql
 
 
-def _op_label(i: int, strings: dict[int, str], memcpy_labels: dict[int, str]) -> str:
+def _op_label(i: int, strings: dict[int, str], memcpy_names: dict[int, str]) -> str:
     """Name of an op from its name code (see :attr:`Trace.ops`); memcpys as ``nsys stats``
-    names them, from the export's own ``ENUM_CUDA_MEMCPY_OPER`` labels."""
+    names them (:attr:`Trace.memcpy_names`)."""
     if i >= 0:
         return strings.get(i, f"<string {i}>")
     if i == -2:
@@ -722,7 +726,7 @@ def _op_label(i: int, strings: dict[int, str], memcpy_labels: dict[int, str]) ->
     if i <= -1000:
         return f"[CUDA graph {-1000 - i}]"
     kind = -10 - i
-    return f"[CUDA memcpy {memcpy_labels.get(kind, MEMCPY_LABELS.get(kind, f'kind {kind}'))}]"
+    return memcpy_names.get(kind, f"[CUDA memcpy kind {kind}]")
 
 
 def _labelled(codes: np.ndarray, label) -> pd.Categorical:
@@ -768,11 +772,11 @@ def _unpack_op_flags(low: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarra
 
 
 def _categorical(
-    ids: np.ndarray, strings: dict[int, str], memcpy_labels: dict[int, str] | None = None
+    ids: np.ndarray, strings: dict[int, str], memcpy_names: dict[int, str] | None = None
 ) -> pd.Categorical:
     """Op names from their name codes (see :func:`_op_label`)."""
-    labels = memcpy_labels or {}
-    return _labelled(ids, lambda i: _op_label(i, strings, labels))
+    names = LEGACY_MEMCPY_NAMES if memcpy_names is None else memcpy_names
+    return _labelled(ids, lambda i: _op_label(i, strings, names))
 
 
 def load(path: str | Path) -> Trace:

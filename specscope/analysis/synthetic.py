@@ -65,7 +65,26 @@ _DDL = {
         " globalPid INTEGER, graphId INTEGER NOT NULL, graphExecId INTEGER NOT NULL"
     ),
     "TARGET_INFO_GPU": "vmId INTEGER NOT NULL, id INTEGER NOT NULL, name TEXT, busLocation TEXT",
+    "ENUM_CUDA_MEMCPY_OPER": "id INTEGER PRIMARY KEY, name TEXT NOT NULL, label TEXT NOT NULL",
 }
+# ENUM_CUDA_MEMCPY_OPER of nsys 2021.2 and later (what `nsys stats` names memcpys by); exports
+# of earlier versions have no such table (``SyntheticExport(memcpy_enum=False)``).
+MEMCPY_ENUM = [
+    (0, "CUDA_MEMCPY_KIND_UNKNOWN", "Unknown"),
+    (1, "CUDA_MEMCPY_KIND_HTOD", "Host-to-Device"),
+    (2, "CUDA_MEMCPY_KIND_DTOH", "Device-to-Host"),
+    (3, "CUDA_MEMCPY_KIND_HTOA", "Host-to-Array"),
+    (4, "CUDA_MEMCPY_KIND_ATOH", "Array-to-Host"),
+    (5, "CUDA_MEMCPY_KIND_ATOA", "Array-to-Array"),
+    (6, "CUDA_MEMCPY_KIND_ATOD", "Array-to-Device"),
+    (7, "CUDA_MEMCPY_KIND_DTOA", "Device-to-Array"),
+    (8, "CUDA_MEMCPY_KIND_DTOD", "Device-to-Device"),
+    (9, "CUDA_MEMCPY_KIND_HTOH", "Host-to-Host"),
+    (10, "CUDA_MEMCPY_KIND_PTOP", "Peer-to-Peer"),
+    (11, "CUDA_MEMCPY_KIND_UVM_HTOD", "Unified Host-to-Device"),
+    (12, "CUDA_MEMCPY_KIND_UVM_DTOH", "Unified Device-to-Host"),
+    (13, "CUDA_MEMCPY_KIND_UVM_DTOD", "Unified Device-to-Device"),
+]
 
 
 def global_tid(pid: int, tid: int) -> int:
@@ -82,6 +101,7 @@ class SyntheticExport:
 
     ``pid``/``tid`` default to one process with one thread; times are ns. Tables that received
     no rows are not created (as nsys does), unless listed in ``write(..., empty=[...])``.
+    ``memcpy_enum``: write ``ENUM_CUDA_MEMCPY_OPER`` as nsys 2021.2 and later do.
     """
 
     def __init__(
@@ -91,6 +111,7 @@ class SyntheticExport:
         tid: int = 100,
         nsys_version: str | None = "2025.3.2.0",
         gpu_name: str = "NVIDIA H200",
+        memcpy_enum: bool = True,
     ) -> None:
         self.pid, self.tid = pid, tid
         self.rows: dict[str, list[tuple]] = {t: [] for t in _DDL}
@@ -103,6 +124,8 @@ class SyntheticExport:
                 ("EXPORT_SCHEMA_VERSION", "3.20.3"),
             ]
         self.rows["TARGET_INFO_GPU"].append((1, 0, gpu_name, "0000:00:06.0"))
+        if memcpy_enum:
+            self.rows["ENUM_CUDA_MEMCPY_OPER"] += MEMCPY_ENUM
 
     def string(self, value: str) -> int:
         """The StringIds id of ``value`` (added on first use)."""

@@ -50,13 +50,8 @@ def test_versions_from_the_old_export_meta_data_table(tmp_path):
 
 
 def _with_unified(path) -> None:
-    """Add the export's memcpy enum and two unified-memory migrations (no API call)."""
+    """Add two unified-memory migrations (no API call)."""
     with sqlite3.connect(path) as con:
-        con.execute("CREATE TABLE ENUM_CUDA_MEMCPY_OPER (id INTEGER, name TEXT, label TEXT)")
-        con.executemany(
-            "INSERT INTO ENUM_CUDA_MEMCPY_OPER VALUES (?, ?, ?)",
-            [(1, "HTOD", "Host-to-Device"), (11, "UVM_HTOD", "Unified Host-to-Device")],
-        )
         pid = con.execute("SELECT globalPid FROM CUPTI_ACTIVITY_KIND_MEMCPY").fetchone()[0]
         con.executemany(
             "INSERT INTO CUPTI_ACTIVITY_KIND_MEMCPY VALUES (?, ?, 0, 1, 7, 0, ?, 4096, 11, NULL)",
@@ -64,9 +59,9 @@ def _with_unified(path) -> None:
         )
 
 
-def test_unified_memory_migrations_are_named_as_nsys_and_not_eager_copies(tmp_path):
-    path = tmp_path / "uvm.sqlite"
-    x = SyntheticExport()
+def _uvm_export(path, **kw):
+    """Two NVTX steps of one eager H2D copy each, plus two unified-memory migrations."""
+    x = SyntheticExport(**kw)
     with x.nvtx("step", 10_000, 10_900):
         corr = x.api("cudaMemcpyAsync", 10_010, 10_020)
     x.memcpy("htod", 64, 10_100, 10_200, corr)
@@ -75,6 +70,23 @@ def test_unified_memory_migrations_are_named_as_nsys_and_not_eager_copies(tmp_pa
     x.memcpy("htod", 64, 11_100, 11_200, corr)
     x.write(path)
     _with_unified(path)
+    return path
+
+
+def test_memcpys_of_exports_without_the_enum_are_named_as_their_nsys_stats(tmp_path):
+    # nsys before 2021.2 wrote no ENUM_CUDA_MEMCPY_OPER; its `nsys stats` said HtoD, and
+    # "Unified Memory memcpy" for migrations
+    path = _uvm_export(tmp_path / "old.sqlite", memcpy_enum=False, nsys_version="2020.3.1.71")
+    memory = totals(load(path))["memory"]
+    assert memory.loc["[CUDA Unified Memory memcpy HtoD]", "count"] == 2
+    assert memory.loc["[CUDA memcpy HtoD]", "count"] == 2
+    assert not any("Host-to-Device" in name for name in memory.index)
+    frame = _analyse(path)
+    assert frame["eager_memcpy"].tolist() == [1, 1]  # migrations are not eager copies
+
+
+def test_unified_memory_migrations_are_named_as_nsys_and_not_eager_copies(tmp_path):
+    path = _uvm_export(tmp_path / "uvm.sqlite")
     memory = totals(load(path))["memory"]
     assert memory.loc["[CUDA memcpy Unified Host-to-Device]", "count"] == 2
     assert memory.loc["[CUDA memcpy Unified Host-to-Device]", "total_ns"] == 50 + 80
