@@ -82,17 +82,27 @@ def anchor_extents(steps: Steps) -> pd.DataFrame:
     on = np.flatnonzero(anchor >= 0)
     if not len(on) or not n:
         return out
-    anchor = anchor[on]
-    start, end = ops["start_ns"].to_numpy()[on], ops["end_ns"].to_numpy()[on]
-    api = ops["api_start_ns"].to_numpy()[on]
-    order = np.lexsort((api, start, anchor))  # by anchor, then start (ties: earliest call)
-    anchor, start, end = anchor[order], start[order], end[order]
+    # rows grouped by instance, in trace order within one (ops mostly come in instance order:
+    # this stable sort is nearly free, where a lexsort by (instance, start, call) is not)
+    order = on[np.argsort(anchor[on], kind="stable")]
+    del on
+    anchor = anchor[order]
+    start, api = ops["start_ns"].to_numpy()[order], ops["api_start_ns"].to_numpy()[order]
     heads = np.flatnonzero(np.r_[True, anchor[1:] != anchor[:-1]])
+    sizes = np.diff(heads, append=len(anchor))
+    first = np.minimum.reduceat(start, heads)
+    # the head row: earliest start, then earliest call (a row without a call, NaN, last), then
+    # trace order
+    tied = start == np.repeat(first, sizes)
+    del start
+    call = np.repeat(np.fmin.reduceat(np.where(tied, api, np.inf), heads), sizes)
+    pick = np.flatnonzero(tied & ((api == call) | ~np.isfinite(call)))
+    head = pick[np.r_[True, anchor[pick[1:]] != anchor[pick[:-1]]]]
     idx = anchor[heads]
-    out.loc[idx, "first_ns"] = start[heads]
-    out.loc[idx, "last_ns"] = np.maximum.reduceat(end, heads)
-    out.loc[idx, "launch_ns"] = api[order][heads]
-    out.loc[idx, "launch_tid"] = ops["api_tid"].to_numpy()[on][order][heads]
+    out.loc[idx, "first_ns"] = first
+    out.loc[idx, "last_ns"] = np.maximum.reduceat(ops["end_ns"].to_numpy()[order], heads)
+    out.loc[idx, "launch_ns"] = api[head]
+    out.loc[idx, "launch_tid"] = ops["api_tid"].to_numpy()[order[head]]
     return out
 
 

@@ -1,4 +1,5 @@
-"""The only module that touches nsys tables: opens an export read-only and normalises it.
+"""The only module that touches nsys tables (with :mod:`.opsread`, its pandas-free read of the
+GPU operations and CUDA API calls): opens an export read-only and normalises it.
 
 Every other analysis reads the frames returned here, never the raw tables. The loader
 
@@ -43,17 +44,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from specscope.analysis import progress
+from specscope.analysis import opsread, progress
 from specscope.analysis.compressed import XZ_MAGIC, remove_quietly, xz_copy
-from specscope.analysis.sqlread import (
-    SPLIT32,
-    columnar_connection,
-    int_columns,
-    int_columns_many,
-    read_threads,
-    readonly_uri,
-    rowid_ranges,
-)
+from specscope.analysis.opsread import KINDS, RUNTIME, read_ops, read_runtime, runtime_sql
+from specscope.analysis.opsread import PID_MASK as _PID_MASK
+from specscope.analysis.sqlread import columnar_connection, int_columns, read_threads, readonly_uri
 from specscope.analysis.validate import as_text, readable_strings
 from specscope.errors import TraceError
 
@@ -61,7 +56,6 @@ NVTX_PUSHPOP, NVTX_STARTEND, NVTX_DOMAIN_CREATE = 59, 60, 75
 # push/pop and start/end ranges of the NVTX text-marker API (NVTXT), which nsys's own reports
 # read as ranges beside 59/60 (kernel_helper.py of nsys 2023.4): ranges here too
 NVTXT_PUSHPOP, NVTXT_STARTEND = 70, 71
-KINDS = ["kernel", "memcpy", "memset", "graph"]
 # memcpy directions (``copy_kind``); ``unified``: unified-memory page migrations (copyKind 11-13,
 # "Unified Host-to-Device" ...), which the driver starts on a page fault or prefetch: no API call
 # of the program launched them, so they are never a step's eager copies.
@@ -321,16 +315,8 @@ class Trace:
     @cached_property
     def _runtime(self) -> list[np.ndarray]:
         """start, end, globalTid, correlationId, nameId of every CUDA API call (one scan)."""
-        cols = self.int_columns(
-            _adapt(
-                "SELECT start, end, coalesce(globalTid, 0), coalesce(correlationId, 0),"
-                " coalesce(nameId, -1) FROM CUPTI_ACTIVITY_KIND_RUNTIME",
-                self.columns("CUPTI_ACTIVITY_KIND_RUNTIME"),
-            ),
-            5,
-        )
-        progress.report("CUDA API calls", 1, 1)
-        return cols
+        sql = runtime_sql(self.columns(RUNTIME))
+        return self._read(lambda: read_runtime(self.con, self._columnar, sql))
 
     @cached_property
     def _columnar(self):
@@ -352,10 +338,7 @@ class Trace:
     @cached_property
     def ops(self) -> pd.DataFrame:
         """Every GPU operation, with the start and thread of the API call that launched it."""
-        threads = read_threads()
-        (start, end, corr, device, stream, short, full, pid, low, nbytes) = self._read_ops(
-            self._op_queries(threads), threads
-        )
+        (start, end, corr, device, stream, short, full, pid, low, nbytes) = self._read_ops()
         copy, in_graph, kind = _unpack_op_flags(low)
         del low
         api_start, api_tid = self._launches(pid, corr)
@@ -384,58 +367,24 @@ class Trace:
             copy=False,  # fresh arrays: no copy, no consolidation into 2-D blocks
         )
 
-    def _op_queries(self, threads: int) -> list[tuple[str, int]]:
-        """The queries of `ops`: (SQL, rowid bounds) per rowid range of each operation table.
-
-        One query per table, large tables split into rowid ranges read on parallel threads
-        (sqlread.int_columns_many). Small columns travel packed in pairs (_OP_COLUMNS): each
-        result cell costs the reader more than the shifts that pack it.
-        """
-        parts = []
-        for kind, (table, names, copy_kind, nbytes) in enumerate(_OP_TABLES):
-            if not self.has(table):
-                continue
-            have = self.columns(table)
-            graph = "graphNodeId IS NOT NULL" if "graphNodeId" in have else "0"
-            graph = "1" if kind == KINDS.index("graph") else graph
-            select = _adapt(
-                f"SELECT start, end, coalesce(correlationId, 0),"
-                f" (coalesce(deviceId, 0) << 32) | (coalesce(streamId, 0) & {_LOW32}), {names},"
-                f" (((coalesce(globalPid, 0) >> 24) & {_PID_MASK}) << 32) | ({kind} << 12)"
-                f" | (({graph}) << 8) | (coalesce({copy_kind}, 0) & 255){nbytes} FROM {table}",
-                have,
-            )
-            # kernels: 4 ranges per thread, so that the threads stay busy to the end even while
-            # the CUDA API calls are read beside them
-            split = 4 * threads if kind == KINDS.index("kernel") and threads > 1 else 1
-            with _sql_errors(self.path):
-                ranges = rowid_ranges(self.con, table, split)
-            parts += [(select + where, bound) for where, bound in ranges]
-        return parts
-
-    def _read_ops(self, parts: list[tuple[str, int]], threads: int) -> tuple[np.ndarray, ...]:
-        """Run `parts` on `threads` threads; the columns of _OP_COLUMNS, the packed pairs as
-        their two int32 halves (SPLIT32). The CUDA API calls (`_runtime`) are read beside them
-        on one more thread when the ADBC connection allows it."""
-        runtime = None
-        api = self.has("CUPTI_ACTIVITY_KIND_RUNTIME") and "_runtime" not in self.__dict__
-        if api and threads > 1 and self._columnar is not None:
-            # the API calls (needed below) on one more thread and the ADBC connection of
-            # int_columns; not with the sqlite3 module, whose connection stays in its thread
-            runtime = ThreadPoolExecutor(1)
-            runtime.submit(lambda: self._runtime)
+    def _read_ops(self) -> list[np.ndarray]:
+        """The columns of :func:`.opsread.read_ops`: prefetched (:func:`.opsread.take`) or read
+        now, the CUDA API calls (`_runtime`) beside them on one more thread when the ADBC
+        connection allows it (not with the sqlite3 module, whose connection stays in its
+        thread)."""
+        file = self.sqlite_file or self.path
+        if (ahead := opsread.take(file)) is not None:
+            ops, runtime = ahead
+            if runtime is not None:
+                self.__dict__.setdefault("_runtime", runtime)
+            return ops
+        threads, runtime = read_threads(), None
+        if self.has(RUNTIME) and "_runtime" not in self.__dict__:
+            if threads > 1 and self._columnar is not None:
+                runtime = ThreadPoolExecutor(1)
+                runtime.submit(lambda: self._runtime)
         try:
-            return self._read(
-                lambda: int_columns_many(
-                    self.con,
-                    lambda: columnar_connection(self.sqlite_file or self.path),
-                    parts,
-                    len(_OP_COLUMNS),
-                    ("i8", "i8", "i8", SPLIT32, SPLIT32, SPLIT32, "i8"),
-                    threads=threads,
-                    on_done=lambda done, total: progress.report("GPU operations", done, total),
-                )
-            )
+            return self._read(lambda: read_ops(self.con, file, self.tables, threads))
         finally:
             if runtime is not None:
                 runtime.shutdown()  # waits; a failure is raised again by _launches
@@ -630,39 +579,7 @@ def _call_rows(a_pid: np.ndarray, a_corr: np.ndarray):
 
 
 CHUNK_ROWS = 1 << 20  # row-wise work over millions of ops goes in chunks of this many rows
-_PID_MASK = 0xFFFFFF
-_LOW32 = 0xFFFFFFFF
-# Columns of the ops query (int64 each). Device and stream ids, and the short and full name
-# codes, are int32 values packed in pairs as high << 32 | low; misc = pid (24 bits) << 32 |
-# kind (code of KINDS) << 12 | in_graph << 8 | copyKind (8 bits). Tables without bytes (kernels,
-# graph replays) leave that last column out: the reader fills it with 0.
-_OP_COLUMNS = ("start", "end", "correlationId", "deviceId:streamId", "names", "misc", "bytes")
 _CORR_BITS = 38  # (pid, correlation id) pairs are matched as pid << 38 | correlationId
-# Per op kind, in the order of KINDS: table, packed name codes (short << 32 | full), copyKind,
-# ", bytes" or "". Name codes: kernels use StringIds; memcpy -10 - copyKind; memset -2; graph
-# -1000 - graphId (short = full).
-_OP_TABLES = [
-    (
-        "CUPTI_ACTIVITY_KIND_KERNEL",
-        f"(coalesce(shortName, demangledName, -3) << 32)"
-        f" | (coalesce(demangledName, shortName, -3) & {_LOW32})",
-        "0",
-        "",
-    ),
-    (
-        "CUPTI_ACTIVITY_KIND_MEMCPY",
-        f"((-10 - coalesce(copyKind, 0)) << 32) | ((-10 - coalesce(copyKind, 0)) & {_LOW32})",
-        "copyKind",
-        ", coalesce(bytes, 0)",
-    ),
-    ("CUPTI_ACTIVITY_KIND_MEMSET", f"(-2 << 32) | (-2 & {_LOW32})", "0", ", coalesce(bytes, 0)"),
-    (
-        "CUPTI_ACTIVITY_KIND_GRAPH_TRACE",
-        f"((-1000 - coalesce(graphId, 0)) << 32) | ((-1000 - coalesce(graphId, 0)) & {_LOW32})",
-        "0",
-        "",
-    ),
-]
 # code in COPY_KINDS of each copyKind byte: 1 htod, 2 dtoh, 8 dtod, 11-13 unified, else other
 _COPY_CODE = np.full(256, COPY_KINDS.index("other"), dtype=np.int8)
 _COPY_CODE[[1, 2, 8]] = [COPY_KINDS.index(k) for k in ("htod", "dtoh", "dtod")]
@@ -684,30 +601,6 @@ MEMCPY_LABELS = {
     12: "Unified Device-to-Host",
     13: "Unified Device-to-Device",
 }
-
-
-_OPTIONAL_COLUMNS = (
-    "correlationId",
-    "deviceId",
-    "streamId",
-    "globalPid",
-    "globalTid",
-    "copyKind",
-    "bytes",
-    "graphId",
-    "shortName",
-    "demangledName",
-    "nameId",
-)
-
-
-def _adapt(sql: str, have: set[str]) -> str:
-    """``sql`` with every optional column the table lacks read as NULL: exports of other nsys
-    versions leave some out (the ``coalesce`` around each gives its default)."""
-    for col in _OPTIONAL_COLUMNS:
-        if col not in have:
-            sql = re.sub(rf"\b{col}\b", "NULL", sql)
-    return sql
 
 
 def _op_label(i: int, strings: dict[int, str], memcpy_labels: dict[int, str]) -> str:

@@ -110,6 +110,9 @@ def _analyze_several(traces, spec_args: SpecArgs, fmt: str, db, jobs, dask_sched
 def _analyze_export(path: Path, spec_args: SpecArgs, collective: str, fmt: str, totals: bool):
     """Every (process, device) of one export (``analysis.auto``: zero-config without a spec);
     None when no steps were found but ``--totals`` could still be printed (with a warning)."""
+    from specscope.analysis.opsread import prefetch
+
+    prefetch(path)  # a large export's GPU ops are read while the imports below run
     from specscope.analysis.auto import analyze_processes
     from specscope.analysis.loader import load
 
