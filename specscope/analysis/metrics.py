@@ -141,6 +141,14 @@ def union_coverage(starts: np.ndarray, ends: np.ndarray):
     return covered
 
 
+def ops_coverage(steps: Steps):
+    """:func:`union_coverage` of the steps' GPU operations (``steps.ops``), computed once."""
+    if "coverage" not in steps.cache:
+        start, end = steps.ops["start_ns"].to_numpy(), steps.ops["end_ns"].to_numpy()
+        steps.cache["coverage"] = union_coverage(start, end)
+    return steps.cache["coverage"]
+
+
 def name_matches(ops: pd.DataFrame, pattern: str) -> np.ndarray:
     """Rows whose short or demangled name contains a match of the regex ``pattern``."""
     rx = re.compile(pattern)
@@ -266,7 +274,7 @@ def _window_metrics(out: pd.DataFrame, steps: Steps) -> pd.Series:
     w_end = np.r_[w_start[1:], np.nan]
     w_end[-1] = last[kept[-1]]
     w_end = np.maximum(w_end, w_start)  # next step's work started first: an empty window
-    covered = union_coverage(start, end)
+    covered = ops_coverage(steps)
     valid = ~np.isnan(w_start) & ~np.isnan(w_end)
     busy = np.full(len(kept), np.nan)
     busy[valid] = covered(w_end[valid]) - covered(w_start[valid])

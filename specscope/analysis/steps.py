@@ -47,7 +47,8 @@ class Steps:
     ``kept``: the ``step`` numbers reported (after ``skip`` and trailing drops).
     ``anchors``: anchor instances on the thread (``name``, ``start_ns``, ``end_ns``, ``step``).
     ``ops``: the device's GPU operations with ``step`` and ``anchor`` (row of ``anchors``),
-    -1 where not projected.
+    -1 where not projected. ``cache``: values derived from ``ops`` that several analyses
+    use (e.g. :func:`specscope.analysis.metrics.ops_coverage`), computed once.
     """
 
     spec: StepSpec
@@ -61,6 +62,7 @@ class Steps:
     skipped: int = 0
     dropped_trailing: int = 0
     notes: list[str] = field(default_factory=list)
+    cache: dict = field(default_factory=dict, repr=False, compare=False)
 
 
 def _closest_names(nvtx: pd.DataFrame, name: str) -> str:
@@ -137,7 +139,8 @@ def find_steps(
     else:
         sel_pid, sel_tid, all_steps, anchors = _nvtx_steps(trace, spec, pid, notes)
         what = f"{spec.step!r} steps"
-    if missing := [a for a in spec.anchor_names if a not in set(anchors["name"])]:
+    present = set(anchors["name"].unique())  # (once: iterating a string column is slow)
+    if missing := [a for a in spec.anchor_names if a not in present]:
         error = MissingAnchorError(trace, spec, missing, sel_pid, sel_tid)
         if require_anchors:
             raise error
