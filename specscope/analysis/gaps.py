@@ -47,7 +47,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from specscope.analysis.metrics import ops_coverage, pair_frame
+from specscope.analysis.metrics import pair_frame, union_coverage
 from specscope.analysis.spec import anchor_pairs
 from specscope.analysis.steps import Steps
 
@@ -116,7 +116,8 @@ def pair_values(steps: Steps, ext: pd.DataFrame | None = None) -> dict[str, np.n
     gap = b - a
     busy = np.full(len(gap), np.nan)
     ok = ~np.isnan(gap)
-    covered = ops_coverage(steps)
+    ops = steps.ops
+    covered = union_coverage(ops["start_ns"].to_numpy(), ops["end_ns"].to_numpy())
     busy[ok] = covered(np.maximum(b[ok], a[ok])) - covered(a[ok])
     return {
         "gap_us": gap / 1e3,

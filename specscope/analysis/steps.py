@@ -47,8 +47,7 @@ class Steps:
     ``kept``: the ``step`` numbers reported (after ``skip`` and trailing drops).
     ``anchors``: anchor instances on the thread (``name``, ``start_ns``, ``end_ns``, ``step``).
     ``ops``: the device's GPU operations with ``step`` and ``anchor`` (row of ``anchors``),
-    -1 where not projected. ``cache``: values derived from ``ops`` that several analyses
-    use (e.g. :func:`specscope.analysis.metrics.ops_coverage`), computed once.
+    -1 where not projected.
     """
 
     spec: StepSpec
@@ -62,7 +61,6 @@ class Steps:
     skipped: int = 0
     dropped_trailing: int = 0
     notes: list[str] = field(default_factory=list)
-    cache: dict = field(default_factory=dict, repr=False, compare=False)
 
 
 def _closest_names(nvtx: pd.DataFrame, name: str) -> str:
