@@ -118,7 +118,8 @@ def pair_values(steps: Steps, ext: pd.DataFrame | None = None) -> dict[str, np.n
     ok = ~np.isnan(gap)
     ops = steps.ops
     covered = union_coverage(ops["start_ns"].to_numpy(), ops["end_ns"].to_numpy())
-    busy[ok] = covered(np.maximum(b[ok], a[ok])) - covered(a[ok])
+    ends_starts = covered(np.r_[np.maximum(b[ok], a[ok]), a[ok]])  # (one pass: both at once)
+    busy[ok] = ends_starts[: ok.sum()] - ends_starts[ok.sum() :]
     return {
         "gap_us": gap / 1e3,
         "gap_busy_us": busy / 1e3,

@@ -115,39 +115,58 @@ class StepMetrics:
     window_start_ns: pd.Series | None = None  # per step: first start of its GPU work
 
 
-def union_coverage(starts: np.ndarray, ends: np.ndarray):
-    """Return ``covered(t)``: length of the union of the intervals that lies before ``t``."""
+def union_coverage(starts: np.ndarray, ends: np.ndarray, chunk: int = CHUNK_ROWS):
+    """Return ``covered(t)``: length of the union of the intervals that lies before ``t``.
+
+    In start order, ``emax[i]`` is the end of the union of intervals 0..i, and ``holes[i]`` the
+    total idle time inside it: the union of 0..i covers ``emax[i] - s[0] - holes[i]``. An
+    interval that starts after all earlier ones ended leaves a hole of ``s[i] - emax[i - 1]``.
+    The intervals that start by ``t`` (0..i) cover their union less what lies after ``t`` (all
+    of it one stretch from ``t`` to ``emax[i]``, since each covers from its start <= t on).
+
+    Memory: only the start order is kept (none when ``starts`` is sorted); each call of
+    ``covered`` works through it in chunks of ``chunk`` intervals, carrying ``emax`` and
+    ``holes`` from chunk to chunk, so no array of the whole size is built per call (on 20 M
+    GPU ops, three of them were 0.5 GB). Pass all the times of interest in one call.
+    """
     if len(starts) == 0:
         return lambda t: np.zeros(len(t))
-    # (few temporaries: on millions of operations each one costs more than the arithmetic)
+    order = None if np.all(starts[1:] >= starts[:-1]) else np.argsort(starts, kind="stable")
+    n = len(starts)
+    first = starts[0] if order is None else starts[order[0]]
     holes_dtype = np.result_type(starts, ends)
-    if np.all(starts[1:] >= starts[:-1]):
-        s, emax = starts, np.maximum.accumulate(ends)
-        holes = np.empty(len(s), dtype=holes_dtype)
-    else:
-        order = np.argsort(starts, kind="stable")
-        s, emax = starts[order], ends[order]
-        np.maximum.accumulate(emax, out=emax)
-        # the holes go where the order was: no fresh pages to fault in (costly on large
-        # exports, where each array is hundreds of MB)
-        holes = order if order.dtype == holes_dtype else np.empty(len(s), dtype=holes_dtype)
-        del order
-    # In start order, emax[i] is the end of the union of operations 0..i, and holes[i] the
-    # total idle time inside it: the union of 0..i covers emax[i] - s[0] - holes[i]. An
-    # operation that starts after all earlier ones ended leaves a hole of s[i] - emax[i - 1].
-    holes[0] = 0
-    np.subtract(s[1:], emax[:-1], out=holes[1:])
-    np.maximum(holes, 0, out=holes)
-    np.cumsum(holes, out=holes)
-    first = s[0]
 
     def covered(t: np.ndarray) -> np.ndarray:
-        # the operations that start by t: their union, less what lies after t (all of it
-        # one stretch from t to emax, since each of them covers from its start <= t on)
-        i = np.searchsorted(s, t, side="right") - 1
-        j = np.clip(i, 0, None)
-        end = emax[j]
-        return np.where(i >= 0, (end - first) - holes[j] - np.maximum(end - t, 0), 0)
+        t = np.asarray(t)
+        out = np.zeros(len(t), dtype=np.result_type(holes_dtype, t))
+        by_time = np.argsort(t, kind="stable")
+        t_sorted = t[by_time]
+        emax_before, holes_before = None, 0
+        for lo in range(0, n, chunk):
+            rows = slice(lo, lo + chunk) if order is None else order[lo : lo + chunk]
+            s, emax = starts[rows], np.maximum.accumulate(ends[rows])
+            holes = np.empty(len(s), dtype=holes_dtype)
+            if emax_before is None:
+                holes[0] = 0
+            else:
+                np.maximum(emax, emax_before, out=emax)
+                holes[0] = max(s[0] - emax_before, 0)
+            np.subtract(s[1:], emax[:-1], out=holes[1:])
+            np.maximum(holes, 0, out=holes)
+            np.cumsum(holes, out=holes)
+            holes += holes_before
+            # the times whose last interval starting by them is in this chunk
+            nxt = lo + chunk
+            upper = None if nxt >= n else starts[nxt if order is None else order[nxt]]
+            a = np.searchsorted(t_sorted, s[0], side="left")
+            b = len(t_sorted) if upper is None else np.searchsorted(t_sorted, upper, "left")
+            if b > a:
+                q = t_sorted[a:b]
+                j = np.searchsorted(s, q, side="right") - 1
+                end = emax[j]
+                out[by_time[a:b]] = (end - first) - holes[j] - np.maximum(end - q, 0)
+            emax_before, holes_before = emax[-1], holes[-1]
+        return out
 
     return covered
 
@@ -277,10 +296,10 @@ def _window_metrics(out: pd.DataFrame, steps: Steps) -> pd.Series:
     w_end = np.r_[w_start[1:], np.nan]
     w_end[-1] = last[kept[-1]]
     w_end = np.maximum(w_end, w_start)  # next step's work started first: an empty window
-    covered = union_coverage(start, end)
     valid = ~np.isnan(w_start) & ~np.isnan(w_end)
     busy = np.full(len(kept), np.nan)
-    busy[valid] = covered(w_end[valid]) - covered(w_start[valid])
+    ends_starts = union_coverage(start, end)(np.r_[w_end[valid], w_start[valid]])
+    busy[valid] = ends_starts[: valid.sum()] - ends_starts[valid.sum() :]
     out["window_us"] = (w_end - w_start) / 1e3
     out["busy_us"] = busy / 1e3
     out["idle_us"] = out["window_us"] - out["busy_us"]
