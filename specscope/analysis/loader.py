@@ -342,8 +342,11 @@ class Trace:
         copy, in_graph, kind = _unpack_op_flags(low)
         del low
         api_start, api_tid = self._launches(pid, corr)
-        # codes of COPY_KINDS; -1 (missing) for everything that is not a memcpy
-        copy_code = np.where(kind == KINDS.index("memcpy"), _COPY_CODE[copy.view(np.uint8)], -1)
+        # codes of COPY_KINDS; -1 (missing) for everything that is not a memcpy (int8 all along:
+        # no temporary of 8 bytes per op)
+        copy_code = _COPY_CODE[copy.view(np.uint8)]
+        copy_code[kind != KINDS.index("memcpy")] = -1
+        del copy
         return pd.DataFrame(
             {
                 "start_ns": start,
@@ -357,7 +360,7 @@ class Trace:
                 "kind": pd.Categorical.from_codes(kind, categories=pd.Index(KINDS, dtype=object)),
                 "in_graph": in_graph,
                 "copy_kind": pd.Categorical.from_codes(
-                    copy_code.astype("int8", copy=False),
+                    copy_code,
                     categories=pd.Index(COPY_KINDS, dtype=object),
                 ),
                 "bytes": nbytes,
