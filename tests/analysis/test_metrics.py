@@ -540,17 +540,19 @@ def test_union_coverage_against_a_timeline(seed, chunk):
 
 @pytest.mark.parametrize("export", ["eagle_node_after", "eagle_graph_before"])
 def test_per_step_metrics_do_not_depend_on_chunks(monkeypatch, export):
-    """Counts summed over chunks of ops (and the union coverage worked through in chunks) equal
-    those of one chunk: every per-step metric of a real export, with pattern counts."""
+    """Counts summed over chunks of ops (the union coverage and the anchor extents worked
+    through in chunks too) equal those of one chunk: every per-step metric of a real export,
+    with pattern counts."""
     from pathlib import Path
 
-    from specscope.analysis import metrics
+    from specscope.analysis import gaps, metrics
     from specscope.analysis.run import AnalyzeOptions, analyze
 
     path = Path(__file__).parents[1] / "data" / f"{export}.sqlite"
     options = AnalyzeOptions(count_kernels=("gemm", "fused"))
     whole = analyze(path, load_preset("eagle"), options).metrics.frame
     monkeypatch.setattr(metrics, "CHUNK_ROWS", 7)
+    monkeypatch.setattr(gaps, "CHUNK_ROWS", 7)
     monkeypatch.setattr(metrics.union_coverage, "__defaults__", (7,))
     chunked = analyze(path, load_preset("eagle"), options).metrics.frame
     assert whole.columns.tolist() == chunked.columns.tolist()
