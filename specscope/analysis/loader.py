@@ -48,7 +48,15 @@ from specscope.analysis import opsread, progress
 from specscope.analysis.compressed import XZ_MAGIC, remove_quietly, xz_copy
 from specscope.analysis.opsread import KINDS, RUNTIME, read_ops, read_runtime, runtime_sql
 from specscope.analysis.opsread import PID_MASK as _PID_MASK
-from specscope.analysis.sqlread import columnar_connection, int_columns, read_threads, readonly_uri
+from specscope.analysis.sqlread import (
+    NULL_INT,
+    columnar_connection,
+    int_columns,
+    int_columns_many,
+    read_threads,
+    readonly_uri,
+    rowid_ranges,
+)
 from specscope.analysis.validate import as_text, readable_strings
 from specscope.errors import TraceError
 
@@ -481,21 +489,36 @@ class Trace:
         )
 
     def _node_launches(self) -> list[np.ndarray]:
-        """Node mode: the graph rows of kernels, memcpys and memsets grouped by launch."""
-        parts = []
+        """Node mode: the graph rows of kernels, memcpys and memsets grouped by launch (gpid,
+        corr, exec) as one ``GROUP BY`` over all of them gives, in key order: start (min), end
+        (max), device (min), gpid, corr, -1, exec, kernels (count).
+
+        Each table (the KERNEL table in rowid ranges) is grouped by its own query, on parallel
+        threads, and groups split between queries are merged here (:func:`_group_launches`):
+        SQLite's sort for the ``GROUP BY`` costs more than the scan, and sorts on one core."""
+        threads, parts = read_threads(), []
         for table in _CUDA_TABLES[1:4]:
             if self.has(table) and "graphNodeId" in self.columns(table):
                 is_kernel = int(table.endswith("KERNEL"))
-                parts.append(
-                    f"SELECT start, end, deviceId, coalesce(globalPid, 0) AS gpid,"
+                select = (
+                    f"SELECT min(start), max(end), min(deviceId), coalesce(globalPid, 0) AS gpid,"
                     f" coalesce(correlationId, 0) AS corr, graphNodeId >> 32 AS exec,"
-                    f" {is_kernel} AS kernel FROM {table} WHERE graphNodeId IS NOT NULL"
+                    f" sum({is_kernel}) FROM {table}"
                 )
-        return self.int_columns(
-            "SELECT min(start), max(end), min(deviceId), gpid, corr, -1, exec, sum(kernel)"
-            f" FROM ({' UNION ALL '.join(parts)}) GROUP BY gpid, corr, exec",
-            8,
+                with _sql_errors(self.path):
+                    ranges = rowid_ranges(self.con, table, 2 * threads if is_kernel else 1)
+                parts += [
+                    (f"{select}{where or ' WHERE 1'} AND graphNodeId IS NOT NULL"
+                     " GROUP BY gpid, corr, exec", bound)
+                    for where, bound in ranges
+                ]  # fmt: skip
+        file = self.sqlite_file or self.path
+        cols = self._read(
+            lambda: int_columns_many(
+                self.con, lambda: columnar_connection(file), parts, 7, threads=threads
+            )
         )
+        return _group_launches(*cols)
 
     def _graph_event_tables(self) -> tuple[str | None, str | None]:
         """(graph events table, node events table), picked by column: 2023 exports keep node
@@ -543,6 +566,44 @@ class Trace:
                 f"SELECT p, g, min(t) FROM ({' UNION ALL '.join(selects)}) GROUP BY p, g"
             )
         return pd.DataFrame(rows, columns=["pid", "graph_id", "created_ns"], dtype="int64")
+
+
+def _group_launches(start, end, device, gpid, corr, exec_id, kernel) -> list[np.ndarray]:
+    """Rows (graph ops, or groups of them) grouped by launch, (gpid, corr, exec), and sorted
+    by it: what SQL's ``SELECT min(start), max(end), min(device), gpid, corr, -1, exec,
+    sum(kernel) ... GROUP BY gpid, corr, exec`` gives (a NULL start or device,
+    :data:`.sqlread.NULL_INT`, only where every row of the group has one).
+
+    First the runs of equal keys in row order (cheap, and most of the merging when the rows
+    of one launch are consecutive), then those rows sorted and merged."""
+    keys = [gpid, corr, exec_id]
+    values = [start, end, device, kernel]
+    for sort in (False, True):
+        if sort:
+            order = np.lexsort(keys[::-1])
+            keys, values = [k[order] for k in keys], [v[order] for v in values]
+        same = np.zeros(len(keys[0]), dtype=bool)  # same key as the row before
+        same[1:] = True
+        for k in keys:
+            same[1:] &= k[1:] == k[:-1]
+        heads = np.flatnonzero(~same)
+        if not len(heads):
+            break
+        first, last, dev, count = values
+        values = [_least(first, heads), np.maximum.reduceat(last, heads), _least(dev, heads)]
+        values.append(np.add.reduceat(count, heads))
+        keys = [k[heads] for k in keys]
+    first, last, dev, count = values
+    return [first, last, dev, keys[0], keys[1], np.full(len(first), -1), keys[2], count]
+
+
+def _least(values: np.ndarray, heads: np.ndarray) -> np.ndarray:
+    """Per group (starting at ``heads``), the least of ``values`` that is not NULL_INT (SQL's
+    ``min``), NULL_INT where all are."""
+    top = np.iinfo(np.int64).max
+    low = np.minimum.reduceat(np.where(values == NULL_INT, top, values), heads)
+    low[low == top] = NULL_INT
+    return low
 
 
 def _call_rows(a_pid: np.ndarray, a_corr: np.ndarray):
