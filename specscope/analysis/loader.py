@@ -50,6 +50,7 @@ from specscope.analysis.opsread import KINDS, RUNTIME, read_ops, read_runtime, r
 from specscope.analysis.opsread import PID_MASK as _PID_MASK
 from specscope.analysis.sqlread import (
     NULL_INT,
+    SQLITE_MAGIC,
     columnar_connection,
     int_columns,
     int_columns_many,
@@ -76,7 +77,6 @@ _CUDA_TABLES = (
     "CUPTI_ACTIVITY_KIND_MEMSET",
     "CUPTI_ACTIVITY_KIND_GRAPH_TRACE",
 )
-_SQLITE_MAGIC = b"SQLite format 3\x00"
 # CUDA API names carry a version suffix (``cudaGraphLaunch_v10000``) and, for the per-thread
 # default stream variants, ``_ptsz``/``_ptds`` before it (``cudaMemcpyAsync_ptsz_v7000``): both
 # are stripped, so a call is known by its function's name.
@@ -117,7 +117,7 @@ def open_readonly(path: str | Path) -> sqlite3.Connection:
             header = f.read(100)
     except OSError as e:
         raise TraceError(f"{path}: cannot read ({e.strerror}); check its permissions") from None
-    if not header.startswith(_SQLITE_MAGIC):
+    if not header.startswith(SQLITE_MAGIC):
         if header.startswith(XZ_MAGIC):
             hint = f"xz-compressed: run `xz -dk {path}` and give the .sqlite"
         elif path.suffix in (".nsys-rep", ".qdrep", ".qdstrm"):

@@ -33,6 +33,7 @@ import numpy as np
 from specscope.analysis import progress
 from specscope.analysis.sqlread import (
     SPLIT32,
+    SQLITE_MAGIC,
     columnar_connection,
     int_columns,
     int_columns_many,
@@ -165,7 +166,6 @@ def read_ops(
 
 # --------------------------------------------------------------------------- reading ahead
 _pending: dict[Path, Future] = {}
-_SQLITE_MAGIC = b"SQLite format 3\x00"
 PREFETCH_MIN_BYTES = 32 << 20
 """Smaller exports are not read ahead: their read is shorter than the imports it would hide,
 and it would import pyarrow (0.1 s) even where the loader could do without."""
@@ -182,7 +182,7 @@ def prefetch(path: str | Path) -> None:
         if path.stat().st_size < PREFETCH_MIN_BYTES:
             return
         with path.open("rb") as f:
-            if f.read(16) != _SQLITE_MAGIC:
+            if f.read(16) != SQLITE_MAGIC:
                 return
         columnar = columnar_connection(path)
     except Exception:

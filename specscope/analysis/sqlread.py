@@ -36,6 +36,8 @@ from urllib.parse import quote
 import numpy as np
 
 _BATCH_ROWS = "65536"
+SQLITE_MAGIC = b"SQLite format 3\x00"
+"""The first 16 bytes of every SQLite file."""
 NULL_INT = int(np.iinfo(np.int64).min)
 """What both readers return for a NULL cell of an int64 column (the queries ``coalesce``
 nullable columns; raw times may still be NULL in a damaged export, and
