@@ -47,6 +47,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from specscope.analysis.loader import CHUNK_ROWS
 from specscope.analysis.metrics import pair_frame, union_coverage
 from specscope.analysis.spec import anchor_pairs
 from specscope.analysis.steps import Steps
@@ -79,21 +80,54 @@ def anchor_extents(steps: Steps) -> pd.DataFrame:
     )
     ops = steps.ops
     anchor = ops["anchor"].to_numpy()
-    on = np.flatnonzero(anchor >= 0)
-    if not len(on) or not n:
+    order = np.flatnonzero(anchor >= 0)
+    if not len(order) or not n:
         return out
-    anchor = anchor[on]
-    start, end = ops["start_ns"].to_numpy()[on], ops["end_ns"].to_numpy()[on]
-    api = ops["api_start_ns"].to_numpy()[on]
-    order = np.lexsort((api, start, anchor))  # by anchor, then start (ties: earliest call)
-    anchor, start, end = anchor[order], start[order], end[order]
-    heads = np.flatnonzero(np.r_[True, anchor[1:] != anchor[:-1]])
-    idx = anchor[heads]
-    out.loc[idx, "first_ns"] = start[heads]
-    out.loc[idx, "last_ns"] = np.maximum.reduceat(end, heads)
-    out.loc[idx, "launch_ns"] = api[order][heads]
-    out.loc[idx, "launch_tid"] = ops["api_tid"].to_numpy()[on][order][heads]
+    # rows grouped by instance, in trace order within one (ops mostly come in instance order:
+    # no sort at all, or a stable one that is nearly free, where a lexsort by (instance,
+    # start, call) is not)
+    group = anchor[order]
+    if not np.all(group[1:] >= group[:-1]):
+        by_group = np.argsort(group, kind="stable")
+        order, group = order[by_group], group[by_group]
+        del by_group
+    heads = np.flatnonzero(np.r_[True, group[1:] != group[:-1]])
+    idx = group[heads]
+    del group
+    columns = ("first_ns", "last_ns", "launch_ns", "launch_tid")
+    values = [np.empty(len(heads)), np.empty(len(heads)), np.empty(len(heads)), None]
+    values[3] = np.empty(len(heads), dtype=np.int64)
+    # whole instances at a time, about CHUNK_ROWS rows each: bounded temporaries
+    cuts = np.unique(np.searchsorted(heads, np.arange(0, len(order), CHUNK_ROWS), "right") - 1)
+    for h0, h1 in zip(cuts, np.r_[cuts[1:], len(heads)], strict=True):
+        r0 = heads[h0]
+        r1 = heads[h1] if h1 < len(heads) else len(order)
+        part = _instance_extents(ops, order[r0:r1], heads[h0:h1] - r0)
+        for column, v in zip(values, part, strict=True):
+            column[h0:h1] = v
+    for name, v in zip(columns, values, strict=True):
+        out.loc[idx, name] = v
     return out
+
+
+def _instance_extents(ops: pd.DataFrame, rows: np.ndarray, heads: np.ndarray) -> tuple:
+    """:func:`anchor_extents` of the instances whose rows of ``ops`` are ``rows``, grouped by
+    instance (in trace order within one), each instance starting at its entry of ``heads``:
+    (first start, last end, launch start, launch thread) per instance."""
+    start, api = ops["start_ns"].to_numpy()[rows], ops["api_start_ns"].to_numpy()[rows]
+    sizes = np.diff(heads, append=len(rows))
+    first = np.minimum.reduceat(start, heads)
+    # the head row: earliest start, then earliest call (a row without a call, NaN, last), then
+    # trace order
+    tied = start == np.repeat(first, sizes)
+    del start
+    call = np.repeat(np.fmin.reduceat(np.where(tied, api, np.inf), heads), sizes)
+    pick = np.flatnonzero(tied & ((api == call) | ~np.isfinite(call)))
+    del tied, call
+    instance = np.repeat(np.arange(len(heads)), sizes)[pick]
+    head = pick[np.r_[True, instance[1:] != instance[:-1]]]
+    last = np.maximum.reduceat(ops["end_ns"].to_numpy()[rows], heads)
+    return first, last, api[head], ops["api_tid"].to_numpy()[rows[head]]
 
 
 def pair_values(steps: Steps, ext: pd.DataFrame | None = None) -> dict[str, np.ndarray]:
@@ -108,7 +142,8 @@ def pair_values(steps: Steps, ext: pd.DataFrame | None = None) -> dict[str, np.n
     ok = ~np.isnan(gap)
     ops = steps.ops
     covered = union_coverage(ops["start_ns"].to_numpy(), ops["end_ns"].to_numpy())
-    busy[ok] = covered(np.maximum(b[ok], a[ok])) - covered(a[ok])
+    ends_starts = covered(np.r_[np.maximum(b[ok], a[ok]), a[ok]])  # (one pass: both at once)
+    busy[ok] = ends_starts[: ok.sum()] - ends_starts[ok.sum() :]
     return {
         "gap_us": gap / 1e3,
         "gap_busy_us": busy / 1e3,

@@ -1,4 +1,5 @@
-"""The only module that touches nsys tables: opens an export read-only and normalises it.
+"""The only module that touches nsys tables (with :mod:`.opsread`, its pandas-free read of the
+GPU operations and CUDA API calls): opens an export read-only and normalises it.
 
 Every other analysis reads the frames returned here, never the raw tables. The loader
 
@@ -43,10 +44,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from specscope.analysis import progress
+from specscope.analysis import opsread, progress
 from specscope.analysis.compressed import XZ_MAGIC, remove_quietly, xz_copy
+from specscope.analysis.opsread import KINDS, RUNTIME, read_ops, read_runtime, runtime_sql
+from specscope.analysis.opsread import PID_MASK as _PID_MASK
 from specscope.analysis.sqlread import (
-    SPLIT32,
+    NULL_INT,
+    SQLITE_MAGIC,
     columnar_connection,
     int_columns,
     int_columns_many,
@@ -61,7 +65,6 @@ NVTX_PUSHPOP, NVTX_STARTEND, NVTX_DOMAIN_CREATE = 59, 60, 75
 # push/pop and start/end ranges of the NVTX text-marker API (NVTXT), which nsys's own reports
 # read as ranges beside 59/60 (kernel_helper.py of nsys 2023.4): ranges here too
 NVTXT_PUSHPOP, NVTXT_STARTEND = 70, 71
-KINDS = ["kernel", "memcpy", "memset", "graph"]
 # memcpy directions (``copy_kind``); ``unified``: unified-memory page migrations (copyKind 11-13,
 # "Unified Host-to-Device" ...), which the driver starts on a page fault or prefetch: no API call
 # of the program launched them, so they are never a step's eager copies.
@@ -74,7 +77,6 @@ _CUDA_TABLES = (
     "CUPTI_ACTIVITY_KIND_MEMSET",
     "CUPTI_ACTIVITY_KIND_GRAPH_TRACE",
 )
-_SQLITE_MAGIC = b"SQLite format 3\x00"
 # CUDA API names carry a version suffix (``cudaGraphLaunch_v10000``) and, for the per-thread
 # default stream variants, ``_ptsz``/``_ptds`` before it (``cudaMemcpyAsync_ptsz_v7000``): both
 # are stripped, so a call is known by its function's name.
@@ -115,7 +117,7 @@ def open_readonly(path: str | Path) -> sqlite3.Connection:
             header = f.read(100)
     except OSError as e:
         raise TraceError(f"{path}: cannot read ({e.strerror}); check its permissions") from None
-    if not header.startswith(_SQLITE_MAGIC):
+    if not header.startswith(SQLITE_MAGIC):
         if header.startswith(XZ_MAGIC):
             hint = f"xz-compressed: run `xz -dk {path}` and give the .sqlite"
         elif path.suffix in (".nsys-rep", ".qdrep", ".qdstrm"):
@@ -323,16 +325,8 @@ class Trace:
     @cached_property
     def _runtime(self) -> list[np.ndarray]:
         """start, end, globalTid, correlationId, nameId of every CUDA API call (one scan)."""
-        cols = self.int_columns(
-            _adapt(
-                "SELECT start, end, coalesce(globalTid, 0), coalesce(correlationId, 0),"
-                " coalesce(nameId, -1) FROM CUPTI_ACTIVITY_KIND_RUNTIME",
-                self.columns("CUPTI_ACTIVITY_KIND_RUNTIME"),
-            ),
-            5,
-        )
-        progress.report("CUDA API calls", 1, 1)
-        return cols
+        sql = runtime_sql(self.columns(RUNTIME))
+        return self._read(lambda: read_runtime(self.con, self._columnar, sql))
 
     @cached_property
     def _columnar(self):
@@ -354,15 +348,15 @@ class Trace:
     @cached_property
     def ops(self) -> pd.DataFrame:
         """Every GPU operation, with the start and thread of the API call that launched it."""
-        threads = read_threads()
-        (start, end, corr, device, stream, short, full, pid, low, nbytes) = self._read_ops(
-            self._op_queries(threads), threads
-        )
+        (start, end, corr, device, stream, short, full, pid, low, nbytes) = self._read_ops()
         copy, in_graph, kind = _unpack_op_flags(low)
         del low
         api_start, api_tid = self._launches(pid, corr)
-        # codes of COPY_KINDS; -1 (missing) for everything that is not a memcpy
-        copy_code = np.where(kind == KINDS.index("memcpy"), _COPY_CODE[copy.view(np.uint8)], -1)
+        # codes of COPY_KINDS; -1 (missing) for everything that is not a memcpy (int8 all along:
+        # no temporary of 8 bytes per op)
+        copy_code = _COPY_CODE[copy.view(np.uint8)]
+        copy_code[kind != KINDS.index("memcpy")] = -1
+        del copy
         return pd.DataFrame(
             {
                 "start_ns": start,
@@ -376,7 +370,7 @@ class Trace:
                 "kind": pd.Categorical.from_codes(kind, categories=pd.Index(KINDS, dtype=object)),
                 "in_graph": in_graph,
                 "copy_kind": pd.Categorical.from_codes(
-                    copy_code.astype("int8", copy=False),
+                    copy_code,
                     categories=pd.Index(COPY_KINDS, dtype=object),
                 ),
                 "bytes": nbytes,
@@ -386,58 +380,24 @@ class Trace:
             copy=False,  # fresh arrays: no copy, no consolidation into 2-D blocks
         )
 
-    def _op_queries(self, threads: int) -> list[tuple[str, int]]:
-        """The queries of `ops`: (SQL, rowid bounds) per rowid range of each operation table.
-
-        One query per table, large tables split into rowid ranges read on parallel threads
-        (sqlread.int_columns_many). Small columns travel packed in pairs (_OP_COLUMNS): each
-        result cell costs the reader more than the shifts that pack it.
-        """
-        parts = []
-        for kind, (table, names, copy_kind, nbytes) in enumerate(_OP_TABLES):
-            if not self.has(table):
-                continue
-            have = self.columns(table)
-            graph = "graphNodeId IS NOT NULL" if "graphNodeId" in have else "0"
-            graph = "1" if kind == KINDS.index("graph") else graph
-            select = _adapt(
-                f"SELECT start, end, coalesce(correlationId, 0),"
-                f" (coalesce(deviceId, 0) << 32) | (coalesce(streamId, 0) & {_LOW32}), {names},"
-                f" (((coalesce(globalPid, 0) >> 24) & {_PID_MASK}) << 32) | ({kind} << 12)"
-                f" | (({graph}) << 8) | (coalesce({copy_kind}, 0) & 255){nbytes} FROM {table}",
-                have,
-            )
-            # kernels: 4 ranges per thread, so that the threads stay busy to the end even while
-            # the CUDA API calls are read beside them
-            split = 4 * threads if kind == KINDS.index("kernel") and threads > 1 else 1
-            with _sql_errors(self.path):
-                ranges = rowid_ranges(self.con, table, split)
-            parts += [(select + where, bound) for where, bound in ranges]
-        return parts
-
-    def _read_ops(self, parts: list[tuple[str, int]], threads: int) -> tuple[np.ndarray, ...]:
-        """Run `parts` on `threads` threads; the columns of _OP_COLUMNS, the packed pairs as
-        their two int32 halves (SPLIT32). The CUDA API calls (`_runtime`) are read beside them
-        on one more thread when the ADBC connection allows it."""
-        runtime = None
-        api = self.has("CUPTI_ACTIVITY_KIND_RUNTIME") and "_runtime" not in self.__dict__
-        if api and threads > 1 and self._columnar is not None:
-            # the API calls (needed below) on one more thread and the ADBC connection of
-            # int_columns; not with the sqlite3 module, whose connection stays in its thread
-            runtime = ThreadPoolExecutor(1)
-            runtime.submit(lambda: self._runtime)
+    def _read_ops(self) -> list[np.ndarray]:
+        """The columns of :func:`.opsread.read_ops`: prefetched (:func:`.opsread.take`) or read
+        now, the CUDA API calls (`_runtime`) beside them on one more thread when the ADBC
+        connection allows it (not with the sqlite3 module, whose connection stays in its
+        thread)."""
+        file = self.sqlite_file or self.path
+        if (ahead := opsread.take(file)) is not None:
+            ops, runtime = ahead
+            if runtime is not None:
+                self.__dict__.setdefault("_runtime", runtime)
+            return ops
+        threads, runtime = read_threads(), None
+        if self.has(RUNTIME) and "_runtime" not in self.__dict__:
+            if threads > 1 and self._columnar is not None:
+                runtime = ThreadPoolExecutor(1)
+                runtime.submit(lambda: self._runtime)
         try:
-            return self._read(
-                lambda: int_columns_many(
-                    self.con,
-                    lambda: columnar_connection(self.sqlite_file or self.path),
-                    parts,
-                    len(_OP_COLUMNS),
-                    ("i8", "i8", "i8", SPLIT32, SPLIT32, SPLIT32, "i8"),
-                    threads=threads,
-                    on_done=lambda done, total: progress.report("GPU operations", done, total),
-                )
-            )
+            return self._read(lambda: read_ops(self.con, file, self.tables, threads))
         finally:
             if runtime is not None:
                 runtime.shutdown()  # waits; a failure is raised again by _launches
@@ -531,21 +491,36 @@ class Trace:
         )
 
     def _node_launches(self) -> list[np.ndarray]:
-        """Node mode: the graph rows of kernels, memcpys and memsets grouped by launch."""
-        parts = []
+        """Node mode: the graph rows of kernels, memcpys and memsets grouped by launch (gpid,
+        corr, exec) as one ``GROUP BY`` over all of them gives, in key order: start (min), end
+        (max), device (min), gpid, corr, -1, exec, kernels (count).
+
+        Each table (the KERNEL table in rowid ranges) is grouped by its own query, on parallel
+        threads, and groups split between queries are merged here (:func:`_group_launches`):
+        SQLite's sort for the ``GROUP BY`` costs more than the scan, and sorts on one core."""
+        threads, parts = read_threads(), []
         for table in _CUDA_TABLES[1:4]:
             if self.has(table) and "graphNodeId" in self.columns(table):
                 is_kernel = int(table.endswith("KERNEL"))
-                parts.append(
-                    f"SELECT start, end, deviceId, coalesce(globalPid, 0) AS gpid,"
+                select = (
+                    f"SELECT min(start), max(end), min(deviceId), coalesce(globalPid, 0) AS gpid,"
                     f" coalesce(correlationId, 0) AS corr, graphNodeId >> 32 AS exec,"
-                    f" {is_kernel} AS kernel FROM {table} WHERE graphNodeId IS NOT NULL"
+                    f" sum({is_kernel}) FROM {table}"
                 )
-        return self.int_columns(
-            "SELECT min(start), max(end), min(deviceId), gpid, corr, -1, exec, sum(kernel)"
-            f" FROM ({' UNION ALL '.join(parts)}) GROUP BY gpid, corr, exec",
-            8,
+                with _sql_errors(self.path):
+                    ranges = rowid_ranges(self.con, table, 2 * threads if is_kernel else 1)
+                parts += [
+                    (f"{select}{where or ' WHERE 1'} AND graphNodeId IS NOT NULL"
+                     " GROUP BY gpid, corr, exec", bound)
+                    for where, bound in ranges
+                ]  # fmt: skip
+        file = self.sqlite_file or self.path
+        cols = self._read(
+            lambda: int_columns_many(
+                self.con, lambda: columnar_connection(file), parts, 7, threads=threads
+            )
         )
+        return _group_launches(*cols)
 
     def _graph_event_tables(self) -> tuple[str | None, str | None]:
         """(graph events table, node events table), picked by column: 2023 exports keep node
@@ -595,6 +570,44 @@ class Trace:
         return pd.DataFrame(rows, columns=["pid", "graph_id", "created_ns"], dtype="int64")
 
 
+def _group_launches(start, end, device, gpid, corr, exec_id, kernel) -> list[np.ndarray]:
+    """Rows (graph ops, or groups of them) grouped by launch, (gpid, corr, exec), and sorted
+    by it: what SQL's ``SELECT min(start), max(end), min(device), gpid, corr, -1, exec,
+    sum(kernel) ... GROUP BY gpid, corr, exec`` gives (a NULL start or device,
+    :data:`.sqlread.NULL_INT`, only where every row of the group has one).
+
+    First the runs of equal keys in row order (cheap, and most of the merging when the rows
+    of one launch are consecutive), then those rows sorted and merged."""
+    keys = [gpid, corr, exec_id]
+    values = [start, end, device, kernel]
+    for sort in (False, True):
+        if sort:
+            order = np.lexsort(keys[::-1])
+            keys, values = [k[order] for k in keys], [v[order] for v in values]
+        same = np.zeros(len(keys[0]), dtype=bool)  # same key as the row before
+        same[1:] = True
+        for k in keys:
+            same[1:] &= k[1:] == k[:-1]
+        heads = np.flatnonzero(~same)
+        if not len(heads):
+            break
+        first, last, dev, count = values
+        values = [_least(first, heads), np.maximum.reduceat(last, heads), _least(dev, heads)]
+        values.append(np.add.reduceat(count, heads))
+        keys = [k[heads] for k in keys]
+    first, last, dev, count = values
+    return [first, last, dev, keys[0], keys[1], np.full(len(first), -1), keys[2], count]
+
+
+def _least(values: np.ndarray, heads: np.ndarray) -> np.ndarray:
+    """Per group (starting at ``heads``), the least of ``values`` that is not NULL_INT (SQL's
+    ``min``), NULL_INT where all are."""
+    top = np.iinfo(np.int64).max
+    low = np.minimum.reduceat(np.where(values == NULL_INT, top, values), heads)
+    low[low == top] = NULL_INT
+    return low
+
+
 def _call_rows(a_pid: np.ndarray, a_corr: np.ndarray):
     """Return ``rows(pid, corr)``: for each (pid, corr > 0), the first row of the API calls
     (a_pid, a_corr) with the same pair, -1 if none. Pairs are compared as ``pid << 38 | corr``."""
@@ -632,44 +645,11 @@ def _call_rows(a_pid: np.ndarray, a_corr: np.ndarray):
 
 
 CHUNK_ROWS = 1 << 20  # row-wise work over millions of ops goes in chunks of this many rows
-_PID_MASK = 0xFFFFFF
-_LOW32 = 0xFFFFFFFF
-# Columns of the ops query (int64 each). Device and stream ids, and the short and full name
-# codes, are int32 values packed in pairs as high << 32 | low; misc = pid (24 bits) << 32 |
-# kind (code of KINDS) << 12 | in_graph << 8 | copyKind (8 bits). Tables without bytes (kernels,
-# graph replays) leave that last column out: the reader fills it with 0.
-_OP_COLUMNS = ("start", "end", "correlationId", "deviceId:streamId", "names", "misc", "bytes")
 _CORR_BITS = 38  # (pid, correlation id) pairs are matched as pid << 38 | correlationId
-# Per op kind, in the order of KINDS: table, packed name codes (short << 32 | full), copyKind,
-# ", bytes" or "". Name codes: kernels use StringIds; memcpy -10 - copyKind; memset -2; graph
-# -1000 - graphId (short = full).
-_OP_TABLES = [
-    (
-        "CUPTI_ACTIVITY_KIND_KERNEL",
-        f"(coalesce(shortName, demangledName, -3) << 32)"
-        f" | (coalesce(demangledName, shortName, -3) & {_LOW32})",
-        "0",
-        "",
-    ),
-    (
-        "CUPTI_ACTIVITY_KIND_MEMCPY",
-        f"((-10 - coalesce(copyKind, 0)) << 32) | ((-10 - coalesce(copyKind, 0)) & {_LOW32})",
-        "copyKind",
-        ", coalesce(bytes, 0)",
-    ),
-    ("CUPTI_ACTIVITY_KIND_MEMSET", f"(-2 << 32) | (-2 & {_LOW32})", "0", ", coalesce(bytes, 0)"),
-    (
-        "CUPTI_ACTIVITY_KIND_GRAPH_TRACE",
-        f"((-1000 - coalesce(graphId, 0)) << 32) | ((-1000 - coalesce(graphId, 0)) & {_LOW32})",
-        "0",
-        "",
-    ),
-]
 # code in COPY_KINDS of each copyKind byte: 1 htod, 2 dtoh, 8 dtod, 11-13 unified, else other
 _COPY_CODE = np.full(256, COPY_KINDS.index("other"), dtype=np.int8)
 _COPY_CODE[[1, 2, 8]] = [COPY_KINDS.index(k) for k in ("htod", "dtoh", "dtod")]
 _COPY_CODE[[11, 12, 13]] = COPY_KINDS.index("unified")
-# copyKind -> label, as ENUM_CUDA_MEMCPY_OPER has them (exports without that table use these)
 # Memcpy names of exports without ``ENUM_CUDA_MEMCPY_OPER`` (nsys before 2021.2): those of that
 # era's ``nsys stats`` (its ``MemcpyOperStrs``), so ``--totals`` names copies as it did.
 LEGACY_MEMCPY_NAMES = {
@@ -688,30 +668,6 @@ LEGACY_MEMCPY_NAMES = {
     12: "[CUDA Unified Memory memcpy DtoH]",
     13: "[CUDA Unified Memory memcpy DtoD]",
 }
-
-
-_OPTIONAL_COLUMNS = (
-    "correlationId",
-    "deviceId",
-    "streamId",
-    "globalPid",
-    "globalTid",
-    "copyKind",
-    "bytes",
-    "graphId",
-    "shortName",
-    "demangledName",
-    "nameId",
-)
-
-
-def _adapt(sql: str, have: set[str]) -> str:
-    """``sql`` with every optional column the table lacks read as NULL: exports of other nsys
-    versions leave some out (the ``coalesce`` around each gives its default)."""
-    for col in _OPTIONAL_COLUMNS:
-        if col not in have:
-            sql = re.sub(rf"\b{col}\b", "NULL", sql)
-    return sql
 
 
 def _op_label(i: int, strings: dict[int, str], memcpy_names: dict[int, str]) -> str:

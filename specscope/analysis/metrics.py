@@ -57,7 +57,14 @@ import numpy as np
 import pandas as pd
 
 from specscope.analysis.catalog import API_CALLS, gpu_metrics, unit  # noqa: F401 (unit: re-exported)
-from specscope.analysis.loader import COPY_KINDS, EAGER_COPY_KINDS, KINDS, CaptureMode, Trace
+from specscope.analysis.loader import (
+    CHUNK_ROWS,
+    COPY_KINDS,
+    EAGER_COPY_KINDS,
+    KINDS,
+    CaptureMode,
+    Trace,
+)
 from specscope.analysis.spec import anchor_pairs
 from specscope.analysis.steps import Steps, interval_index
 from specscope.analysis.validate import no_launch_note
@@ -108,35 +115,58 @@ class StepMetrics:
     window_start_ns: pd.Series | None = None  # per step: first start of its GPU work
 
 
-def union_coverage(starts: np.ndarray, ends: np.ndarray):
-    """Return ``covered(t)``: length of the union of the intervals that lies before ``t``."""
+def union_coverage(starts: np.ndarray, ends: np.ndarray, chunk: int = CHUNK_ROWS):
+    """Return ``covered(t)``: length of the union of the intervals that lies before ``t``.
+
+    In start order, ``emax[i]`` is the end of the union of intervals 0..i, and ``holes[i]`` the
+    total idle time inside it: the union of 0..i covers ``emax[i] - s[0] - holes[i]``. An
+    interval that starts after all earlier ones ended leaves a hole of ``s[i] - emax[i - 1]``.
+    The intervals that start by ``t`` (0..i) cover their union less what lies after ``t`` (all
+    of it one stretch from ``t`` to ``emax[i]``, since each covers from its start <= t on).
+
+    Memory: only the start order is kept (none when ``starts`` is sorted); each call of
+    ``covered`` works through it in chunks of ``chunk`` intervals, carrying ``emax`` and
+    ``holes`` from chunk to chunk, so no array of the whole size is built per call (on 20 M
+    GPU ops, three of them were 0.5 GB). Pass all the times of interest in one call.
+    """
     if len(starts) == 0:
         return lambda t: np.zeros(len(t))
-    # (few temporaries: on millions of operations each one costs more than the arithmetic)
-    if np.all(starts[1:] >= starts[:-1]):
-        s, emax = starts, np.maximum.accumulate(ends)
-    else:
-        order = np.argsort(starts, kind="stable")
-        s, emax = starts[order], ends[order]
-        del order
-        np.maximum.accumulate(emax, out=emax)
-    # In start order, emax[i] is the end of the union of operations 0..i, and holes[i] the
-    # total idle time inside it: the union of 0..i covers emax[i] - s[0] - holes[i]. An
-    # operation that starts after all earlier ones ended leaves a hole of s[i] - emax[i - 1].
-    holes = np.empty(len(s), dtype=np.result_type(s, emax))
-    holes[0] = 0
-    np.subtract(s[1:], emax[:-1], out=holes[1:])
-    np.maximum(holes, 0, out=holes)
-    np.cumsum(holes, out=holes)
-    first = s[0]
+    order = None if np.all(starts[1:] >= starts[:-1]) else np.argsort(starts, kind="stable")
+    n = len(starts)
+    first = starts[0] if order is None else starts[order[0]]
+    holes_dtype = np.result_type(starts, ends)
 
     def covered(t: np.ndarray) -> np.ndarray:
-        # the operations that start by t: their union, less what lies after t (all of it
-        # one stretch from t to emax, since each of them covers from its start <= t on)
-        i = np.searchsorted(s, t, side="right") - 1
-        j = np.clip(i, 0, None)
-        end = emax[j]
-        return np.where(i >= 0, (end - first) - holes[j] - np.maximum(end - t, 0), 0)
+        t = np.asarray(t)
+        out = np.zeros(len(t), dtype=np.result_type(holes_dtype, t))
+        by_time = np.argsort(t, kind="stable")
+        t_sorted = t[by_time]
+        emax_before, holes_before = None, 0
+        for lo in range(0, n, chunk):
+            rows = slice(lo, lo + chunk) if order is None else order[lo : lo + chunk]
+            s, emax = starts[rows], np.maximum.accumulate(ends[rows])
+            holes = np.empty(len(s), dtype=holes_dtype)
+            if emax_before is None:
+                holes[0] = 0
+            else:
+                np.maximum(emax, emax_before, out=emax)
+                holes[0] = max(s[0] - emax_before, 0)
+            np.subtract(s[1:], emax[:-1], out=holes[1:])
+            np.maximum(holes, 0, out=holes)
+            np.cumsum(holes, out=holes)
+            holes += holes_before
+            # the times whose last interval starting by them is in this chunk
+            nxt = lo + chunk
+            upper = None if nxt >= n else starts[nxt if order is None else order[nxt]]
+            a = np.searchsorted(t_sorted, s[0], side="left")
+            b = len(t_sorted) if upper is None else np.searchsorted(t_sorted, upper, "left")
+            if b > a:
+                q = t_sorted[a:b]
+                j = np.searchsorted(s, q, side="right") - 1
+                end = emax[j]
+                out[by_time[a:b]] = (end - first) - holes[j] - np.maximum(end - q, 0)
+            emax_before, holes_before = emax[-1], holes[-1]
+        return out
 
     return covered
 
@@ -266,10 +296,10 @@ def _window_metrics(out: pd.DataFrame, steps: Steps) -> pd.Series:
     w_end = np.r_[w_start[1:], np.nan]
     w_end[-1] = last[kept[-1]]
     w_end = np.maximum(w_end, w_start)  # next step's work started first: an empty window
-    covered = union_coverage(start, end)
     valid = ~np.isnan(w_start) & ~np.isnan(w_end)
     busy = np.full(len(kept), np.nan)
-    busy[valid] = covered(w_end[valid]) - covered(w_start[valid])
+    ends_starts = union_coverage(start, end)(np.r_[w_end[valid], w_start[valid]])
+    busy[valid] = ends_starts[: valid.sum()] - ends_starts[valid.sum() :]
     out["window_us"] = (w_end - w_start) / 1e3
     out["busy_us"] = busy / 1e3
     out["idle_us"] = out["window_us"] - out["busy_us"]
@@ -298,56 +328,22 @@ def _count_metrics(
 ) -> dict[str, str]:
     """Eager memcpy/memset/kernel, graph kernel/launch and ``kernels:PATTERN`` counts per step;
     returns the metrics that are unavailable in this capture mode (with why)."""
-    ops, kept = steps.ops, steps.kept
-    # position of each op's step among the kept steps, -1 if none (the lookup's last entry
-    # serves step -1)
-    where = np.full(len(steps.all_steps) + 1, -1, dtype=np.int64)
-    where[kept] = np.arange(len(kept))
-    pos = where[ops["step"].to_numpy()]
-    counted = pos >= 0
-    kind = ops["kind"].cat.codes.to_numpy()  # codes of loader.KINDS
-    copy = ops["copy_kind"].cat.codes.to_numpy()  # codes of loader.COPY_KINDS, -1: not a memcpy
-    in_graph = ops["in_graph"].to_numpy()
-
-    # one count per step and class: class = (kind, in_graph, copy kind) as one number
-    n_copy = len(COPY_KINDS) + 1
-    n_class = len(KINDS) * 2 * n_copy
-    key = kind.astype(np.int16)  # in place from here: no temporary of 8 bytes per op
-    key *= 2
-    key += in_graph
-    key *= n_copy
-    key += copy
-    key += 1
-    key = np.add(pos * n_class, key, dtype=np.int64)
-    if not counted.all():
-        key = key[counted]
-    by_class = np.bincount(key, minlength=len(kept) * n_class)
-    by_class = by_class.reshape(len(kept), len(KINDS), 2, n_copy)
-    del key
-
+    kept = steps.kept
+    counts = _class_counts(steps, patterns)
+    by_class = counts["by_class"]
     memcpy, memset, kernel = KINDS.index("memcpy"), KINDS.index("memset"), KINDS.index("kernel")
     eager_codes = [COPY_KINDS.index(d) + 1 for d in EAGER_COPY_KINDS]  # unified: not eager
     out["eager_memcpy"] = by_class[:, memcpy, 0][:, eager_codes].sum(axis=1)
     for code, d in zip(eager_codes, EAGER_COPY_KINDS, strict=True):
         out[f"eager_memcpy_{d}"] = by_class[:, memcpy, 0, code]
-    unified = COPY_KINDS.index("unified")
-    eager_copy = counted & (kind == memcpy) & ~in_graph & (copy != unified)
-    out["eager_memcpy_bytes"] = np.bincount(
-        pos[eager_copy], weights=ops["bytes"].to_numpy()[eager_copy], minlength=len(kept)
-    )
+    out["eager_memcpy_bytes"] = counts["eager_bytes"]
     out["eager_memset"] = by_class[:, memset, 0].sum(axis=1)
     out["eager_kernels"] = by_class[:, kernel, 0].sum(axis=1)
     out["graph_kernels"] = by_class[:, kernel, 1].sum(axis=1)
-    graph_op = counted & in_graph
-    out["graph_launches"] = _distinct_per_step(
-        pos[graph_op], ops["correlation_id"].to_numpy()[graph_op], len(kept)
-    )
-    is_kernel = counted & (kind == kernel)
+    out["graph_launches"] = _distinct_per_step(*counts["launches"], len(kept))
     for pattern in patterns:
-        sel = is_kernel & name_matches(ops, pattern)
-        out[f"kernels:{pattern}"] = np.bincount(pos[sel], minlength=len(kept))
-        dur = ops["end_ns"].to_numpy()[sel] - ops["start_ns"].to_numpy()[sel]
-        out[f"kernel_us:{pattern}"] = np.bincount(pos[sel], weights=dur, minlength=len(kept)) / 1e3
+        out[f"kernels:{pattern}"] = counts[f"kernels:{pattern}"]
+        out[f"kernel_us:{pattern}"] = counts[f"kernel_us:{pattern}"] / 1e3
     if mode is not CaptureMode.GRAPH:
         return {}
     # graph mode: kernel rows are the eager launches (a replay is one GRAPH_TRACE row), so the
@@ -355,6 +351,70 @@ def _count_metrics(
     why = "graph-internal kernels are invisible with --cuda-graph-trace=graph; record in node mode"
     out["graph_kernels"] = np.nan
     return {"graph_kernels": why}
+
+
+def _class_counts(steps: Steps, patterns: list[str]) -> dict:
+    """The sums behind :func:`_count_metrics`, per kept step, added up over chunks of
+    ``CHUNK_ROWS`` ops (bounded temporaries): ``by_class`` (ops per step and class = (kind,
+    in_graph, copy kind + 1), shape (steps, kinds, 2, copy kinds + 1)), ``eager_bytes``,
+    ``kernels:P`` and ``kernel_us:P`` (ns) per pattern, and ``launches``: the (step position,
+    correlation id) of graph ops, consecutive repeats dropped (they count once anyway)."""
+    ops, kept = steps.ops, steps.kept
+    # position of each op's step among the kept steps, -1 if none (the lookup's last entry
+    # serves step -1)
+    where = np.full(len(steps.all_steps) + 1, -1, dtype=np.int64)
+    where[kept] = np.arange(len(kept))
+    step = ops["step"].to_numpy()
+    kind = ops["kind"].cat.codes.to_numpy()  # codes of loader.KINDS
+    copy = ops["copy_kind"].cat.codes.to_numpy()  # codes of loader.COPY_KINDS, -1: not a memcpy
+    in_graph, nbytes = ops["in_graph"].to_numpy(), ops["bytes"].to_numpy()
+    start, end, corr = (ops[c].to_numpy() for c in ("start_ns", "end_ns", "correlation_id"))
+    n_copy = len(COPY_KINDS) + 1
+    n_class = len(KINDS) * 2 * n_copy
+    memcpy, kernel = KINDS.index("memcpy"), KINDS.index("kernel")
+    unified = COPY_KINDS.index("unified")
+    by_class = np.zeros(len(kept) * n_class, dtype=np.int64)
+    sums = {"eager_bytes": np.zeros(len(kept))}
+    matches = {p: name_matches(ops, p) for p in patterns}
+    for p in patterns:
+        sums[f"kernels:{p}"] = np.zeros(len(kept), dtype=np.int64)
+        sums[f"kernel_us:{p}"] = np.zeros(len(kept))
+    launches = []
+    for lo in range(0, len(ops), CHUNK_ROWS):
+        rows = slice(lo, lo + CHUNK_ROWS)
+        pos = where[step[rows]]
+        counted = pos >= 0
+        # one count per step and class: class = (kind, in_graph, copy kind) as one number
+        key = kind[rows].astype(np.int16)
+        key *= 2
+        key += in_graph[rows]
+        key *= n_copy
+        key += copy[rows]
+        key += 1
+        key = np.add(pos * n_class, key, dtype=np.int64)
+        by_class += np.bincount(key[counted], minlength=len(by_class))
+        del key
+        k, g = kind[rows], in_graph[rows]
+        eager_copy = counted & (k == memcpy) & ~g & (copy[rows] != unified)
+        sums["eager_bytes"] += np.bincount(
+            pos[eager_copy], weights=nbytes[rows][eager_copy], minlength=len(kept)
+        )
+        graph_op = np.flatnonzero(counted & g)
+        g_pos, g_corr = pos[graph_op], corr[rows][graph_op]
+        new = np.ones(len(g_pos), dtype=bool)
+        new[1:] = (g_pos[1:] != g_pos[:-1]) | (g_corr[1:] != g_corr[:-1])
+        launches.append((g_pos[new], g_corr[new]))
+        is_kernel = counted & (k == kernel)
+        for p in patterns:
+            sel = is_kernel & matches[p][rows]
+            sums[f"kernels:{p}"] += np.bincount(pos[sel], minlength=len(kept))
+            dur = end[rows][sel] - start[rows][sel]
+            sums[f"kernel_us:{p}"] += np.bincount(pos[sel], weights=dur, minlength=len(kept))
+    sums["by_class"] = by_class.reshape(len(kept), len(KINDS), 2, n_copy)
+    sums["launches"] = tuple(
+        np.concatenate([p[i] for p in launches] or [np.zeros(0, dtype=np.int64)]) for i in range(2)
+    )
+    return sums
 
 
 def _distinct_per_step(pos: np.ndarray, corr: np.ndarray, n: int) -> np.ndarray:

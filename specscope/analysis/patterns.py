@@ -41,7 +41,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from specscope.analysis.loader import Trace
+from specscope.analysis.loader import KINDS, Trace
 
 
 @dataclass(frozen=True)
@@ -153,21 +153,20 @@ def find_step_kernel(trace: Trace, pid: int, **thresholds) -> StepKernel | None:
     :func:`thread_step_kernel`): over its launching threads, the one covering the most
     launches; None when no thread has a repeating pattern."""
     ops = trace.ops
-    mine = ops[(ops["pid"] == pid) & (ops["kind"] == "kernel") & (ops["api_tid"] >= 0)]
-    codes = mine["name"].cat.codes  # the short names' codes: no string per launch
-    names = mine["name"].cat.categories
-    in_graph = mine["in_graph"].to_numpy()
-    excluded = frozenset(codes.to_numpy()[in_graph].tolist())
-    eager = mine[~in_graph].assign(code=codes[~in_graph])
+    # numpy masks and row numbers: no filtered copy of the whole ops frame
+    kernel = ops["kind"].cat.codes.to_numpy() == KINDS.index("kernel")
+    mine = kernel & (ops["pid"].to_numpy() == pid) & (ops["api_tid"].to_numpy() >= 0)
+    codes = ops["name"].cat.codes.to_numpy()  # the short names' codes: no string per launch
+    names = ops["name"].cat.categories
+    in_graph = ops["in_graph"].to_numpy()
+    excluded = frozenset(np.unique(codes[mine & in_graph]).tolist())
+    eager = np.flatnonzero(mine & ~in_graph)
+    api_tid, api_start = ops["api_tid"].to_numpy()[eager], ops["api_start_ns"].to_numpy()
     best: StepKernel | None = None
-    for tid, rows in eager.groupby("api_tid", sort=True):
-        rows = rows.sort_values("api_start_ns", kind="stable")
-        found = thread_step_kernel(
-            rows["code"].to_numpy(),
-            rows["api_start_ns"].to_numpy(),
-            excluded=excluded,
-            **thresholds,
-        )
+    for tid in np.unique(api_tid):
+        rows = eager[api_tid == tid]
+        rows = rows[np.argsort(api_start[rows], kind="stable")]
+        found = thread_step_kernel(codes[rows], api_start[rows], excluded=excluded, **thresholds)
         if found is None:
             continue
         code, period, periods, covered, pause_us = found

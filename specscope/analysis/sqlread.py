@@ -28,7 +28,7 @@ import itertools
 import os
 import sqlite3
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from urllib.parse import quote
@@ -36,6 +36,8 @@ from urllib.parse import quote
 import numpy as np
 
 _BATCH_ROWS = "65536"
+SQLITE_MAGIC = b"SQLite format 3\x00"
+"""The first 16 bytes of every SQLite file."""
 NULL_INT = int(np.iinfo(np.int64).min)
 """What both readers return for a NULL cell of an int64 column (the queries ``coalesce``
 nullable columns; raw times may still be NULL in a damaged export, and
@@ -91,15 +93,54 @@ def readonly_uri(path: Path) -> str:
     return uri
 
 
-def columnar_connection(path: Path):
+class Columnar:
+    """A read-only ADBC connection to one export, through the driver manager's low-level API.
+
+    ``adbc_driver_manager.dbapi`` imports ``pyarrow.dataset`` and with it pandas (0.3-0.5 s);
+    this wrapper needs only pyarrow, so a read can start before pandas is imported
+    (:mod:`specscope.analysis.prefetch`)."""
+
+    def __init__(self, path: Path):
+        import adbc_driver_manager
+        import adbc_driver_sqlite
+
+        self._db = adbc_driver_sqlite.connect(readonly_uri(path))
+        self._con = adbc_driver_manager.AdbcConnection(self._db)
+
+    def batches(self, sql: str) -> Iterator:
+        """The Arrow record batches of ``sql``, 64k rows each (the driver's default is 1k)."""
+        import adbc_driver_manager
+        import pyarrow as pa
+
+        stmt = adbc_driver_manager.AdbcStatement(self._con)
+        try:
+            stmt.set_options(**{"adbc.sqlite.query.batch_rows": _BATCH_ROWS})
+            stmt.set_sql_query(sql)
+            handle, _ = stmt.execute_query()
+            reader = pa.RecordBatchReader._import_from_c(handle.address)
+            try:
+                yield from reader
+            finally:
+                reader.close()
+        finally:
+            stmt.close()
+
+    def close(self) -> None:
+        self._con.close()
+        self._db.close()
+
+
+def columnar_connection(path: Path) -> Columnar | None:
     """An ADBC connection to ``path`` (read-only), or None when ADBC is not installed/wanted."""
     if os.environ.get("SPECSCOPE_SQLITE_READER", "adbc") == "sqlite3":
         return None
     try:
-        import adbc_driver_sqlite.dbapi as adbc
+        import adbc_driver_manager  # noqa: F401
+        import adbc_driver_sqlite  # noqa: F401
+        import pyarrow  # noqa: F401
     except ImportError:
         return None
-    return adbc.connect(readonly_uri(path))
+    return Columnar(path)
 
 
 def read_threads() -> int:
@@ -178,29 +219,22 @@ def _concat(parts: list[list[np.ndarray]], ncols: int, dtypes: list[np.dtype]) -
 def _adbc_batches(columnar, sql: str, ncols: int, dtypes: list[np.dtype], into=None) -> list:
     """The batches of ``sql`` as numpy columns; with ``into`` (preallocated arrays), written
     there instead and the row count returned."""
-    cur = columnar.cursor()
     parts, n = [], 0
-    try:
-        # 64k-row Arrow batches instead of the driver's 1k: fewer, larger chunks
-        cur.adbc_statement.set_options(**{"adbc.sqlite.query.batch_rows": _BATCH_ROWS})
-        cur.execute(sql)
-        for batch in cur.fetch_record_batch():
-            width = min(ncols, batch.num_columns)
-            cols = [_arrow_ints(batch.column(i)) for i in range(width)]
-            if into is None:  # copies: no Arrow buffer outlives its batch
-                parts.append([np.array(c, dtype=dtypes[i]) for i, c in enumerate(cols)])
-            else:
-                m = batch.num_rows
-                if n + m > _rows(into[0]):
-                    raise ValueError("more rows than the rowid range allows")
-                for i, c in enumerate(cols):
-                    _put(into[i], n, m, c)
-                for i in range(width, ncols):  # columns the query does not return
-                    _put(into[i], n, m, 0)
-                n += m
-            del batch, cols
-    finally:
-        cur.close()
+    for batch in columnar.batches(sql):
+        width = min(ncols, batch.num_columns)
+        cols = [_arrow_ints(batch.column(i)) for i in range(width)]
+        if into is None:  # copies: no Arrow buffer outlives its batch
+            parts.append([np.array(c, dtype=dtypes[i]) for i, c in enumerate(cols)])
+        else:
+            m = batch.num_rows
+            if n + m > _rows(into[0]):
+                raise ValueError("more rows than the rowid range allows")
+            for i, c in enumerate(cols):
+                _put(into[i], n, m, c)
+            for i in range(width, ncols):  # columns the query does not return
+                _put(into[i], n, m, 0)
+            n += m
+        del batch, cols
     return parts if into is None else n
 
 

@@ -110,6 +110,9 @@ def _analyze_several(traces, spec_args: SpecArgs, fmt: str, db, jobs, dask_sched
 def _analyze_export(path: Path, spec_args: SpecArgs, collective: str, fmt: str, totals: bool):
     """Every (process, device) of one export (``analysis.auto``: zero-config without a spec);
     None when no steps were found but ``--totals`` could still be printed (with a warning)."""
+    from specscope.analysis.opsread import prefetch
+
+    prefetch(path)  # a large export's GPU ops are read while the imports below run
     from specscope.analysis.auto import analyze_processes
     from specscope.analysis.loader import load
 
@@ -213,7 +216,12 @@ def _print_one(result, fmt: str, totals: bool, timeline: bool, median_by: str,
             extra["top_kernels"] = top_kernels.reset_index().to_dict("records")
         if totals:
             extra["totals"] = _totals_json(result.trace)
-        click.echo(result.json_text(**extra))  # compact, per_step last
+        # compact, per_step last; written in pieces of at most 1 M characters (no copies of
+        # the whole text, hundreds of MB for 100 000 steps)
+        for piece in result.json_pieces(**extra):
+            for i in range(0, len(piece), 1 << 20):
+                click.echo(piece[i : i + (1 << 20)], nl=False)
+        click.echo()
         return
     if fmt == "csv":
         click.echo(result.metrics.frame.to_csv(), nl=False)

@@ -511,10 +511,12 @@ def test_graph_launches_count_distinct_ids_per_step(case):
     assert _distinct_per_step(pos, corr, 10).tolist() == expected.tolist()
 
 
+@pytest.mark.parametrize("chunk", [1, 3, 7, 1 << 20])
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_union_coverage_against_a_timeline(seed):
+def test_union_coverage_against_a_timeline(seed, chunk):
     """``covered(t)`` = the time before t covered by at least one interval, counted on a
-    unit-by-unit timeline (unsorted, nested, touching and overlapping intervals)."""
+    unit-by-unit timeline (unsorted, nested, touching and overlapping intervals), whatever
+    the chunks the intervals are worked through in."""
     from specscope.analysis.metrics import union_coverage
 
     rng = np.random.default_rng(seed)
@@ -527,8 +529,31 @@ def test_union_coverage_against_a_timeline(seed):
         timeline[s:e] = True
     t = np.arange(-5, 255)
     expected = [int(timeline[: max(x, 0)].sum()) for x in t]
-    covered = union_coverage(starts, ends)
+    covered = union_coverage(starts, ends, chunk=chunk)
     assert covered(t).tolist() == expected
+    by_start = np.argsort(starts, kind="stable")  # sorted starts: no order kept
+    assert union_coverage(starts[by_start], ends[by_start], chunk)(t).tolist() == expected
     assert covered(t.astype(float) + 0.5).tolist() == pytest.approx(
         [e + (0.5 if 0 <= x < 260 and timeline[x] else 0) for e, x in zip(expected, t, strict=True)]
     )
+
+
+@pytest.mark.parametrize("export", ["eagle_node_after", "eagle_graph_before"])
+def test_per_step_metrics_do_not_depend_on_chunks(monkeypatch, export):
+    """Counts summed over chunks of ops (the union coverage and the anchor extents worked
+    through in chunks too) equal those of one chunk: every per-step metric of a real export,
+    with pattern counts."""
+    from pathlib import Path
+
+    from specscope.analysis import gaps, metrics
+    from specscope.analysis.run import AnalyzeOptions, analyze
+
+    path = Path(__file__).parents[1] / "data" / f"{export}.sqlite"
+    options = AnalyzeOptions(count_kernels=("gemm", "fused"))
+    whole = analyze(path, load_preset("eagle"), options).metrics.frame
+    monkeypatch.setattr(metrics, "CHUNK_ROWS", 7)
+    monkeypatch.setattr(gaps, "CHUNK_ROWS", 7)
+    monkeypatch.setattr(metrics.union_coverage, "__defaults__", (7,))
+    chunked = analyze(path, load_preset("eagle"), options).metrics.frame
+    assert whole.columns.tolist() == chunked.columns.tolist()
+    np.testing.assert_array_equal(whole.to_numpy(), chunked.to_numpy())

@@ -1,0 +1,228 @@
+"""The read of an export's GPU operations and CUDA API calls, and starting it early.
+
+These two tables are most of a large export (2 M GPU ops: 60-70 % of ``specscope analyze``'s
+time goes to reading them). This module holds their queries and the read itself, and imports
+neither pandas nor :mod:`specscope.analysis.loader`, so that :func:`prefetch` can start the read
+on background threads while the rest of the program is still being imported (``import pandas``
+takes 0.3-0.5 s on our 2-core machines, about as long as the read of 2 M GPU ops)::
+
+    main thread    | imports (pandas, specscope.analysis...) | load() | Trace.ops: take() ...
+    read threads   | KERNEL rowid ranges, MEMCPY, MEMSET, CUDA API calls ------|
+
+:meth:`specscope.analysis.loader.Trace.ops` takes the prefetched columns of its file when there
+are some (:func:`take`) and otherwise runs the same :func:`read_ops` itself, so the frames are
+the same either way. A prefetch that fails for any reason is dropped: the loader's own read then
+raises the usual one-line error.
+
+**The ops query** (one per table, the KERNEL table split into ``rowid`` ranges) returns the
+int64 columns of :data:`OP_COLUMNS`. Device and stream ids, and the short and full name codes,
+are int32 values packed in pairs as ``high << 32 | low``; ``misc = pid (24 bits) << 32 | kind
+(code of KINDS) << 12 | in_graph << 8 | copyKind (8 bits)``. Each result cell costs the ADBC
+reader more (50-100 ns) than the shifts that pack it.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+
+from specscope.analysis import progress
+from specscope.analysis.sqlread import (
+    SPLIT32,
+    SQLITE_MAGIC,
+    columnar_connection,
+    int_columns,
+    int_columns_many,
+    read_threads,
+    readonly_uri,
+    rowid_ranges,
+)
+
+KINDS = ["kernel", "memcpy", "memset", "graph"]
+PID_MASK = 0xFFFFFF
+_LOW32 = 0xFFFFFFFF
+RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
+OP_COLUMNS = ("start", "end", "correlationId", "deviceId:streamId", "names", "misc", "bytes")
+"""The columns of the ops query (int64 each; the packed pairs come back as two int32 halves).
+Tables without bytes (kernels, graph replays) leave the last one out: the reader fills in 0."""
+_OP_DTYPES = ("i8", "i8", "i8", SPLIT32, SPLIT32, SPLIT32, "i8")
+# Per op kind, in the order of KINDS: table, packed name codes (short << 32 | full), copyKind,
+# ", bytes" or "". Name codes: kernels use StringIds; memcpy -10 - copyKind; memset -2; graph
+# -1000 - graphId (short = full).
+_OP_TABLES = [
+    (
+        "CUPTI_ACTIVITY_KIND_KERNEL",
+        f"(coalesce(shortName, demangledName, -3) << 32)"
+        f" | (coalesce(demangledName, shortName, -3) & {_LOW32})",
+        "0",
+        "",
+    ),
+    (
+        "CUPTI_ACTIVITY_KIND_MEMCPY",
+        f"((-10 - coalesce(copyKind, 0)) << 32) | ((-10 - coalesce(copyKind, 0)) & {_LOW32})",
+        "copyKind",
+        ", coalesce(bytes, 0)",
+    ),
+    ("CUPTI_ACTIVITY_KIND_MEMSET", f"(-2 << 32) | (-2 & {_LOW32})", "0", ", coalesce(bytes, 0)"),
+    (
+        "CUPTI_ACTIVITY_KIND_GRAPH_TRACE",
+        f"((-1000 - coalesce(graphId, 0)) << 32) | ((-1000 - coalesce(graphId, 0)) & {_LOW32})",
+        "0",
+        "",
+    ),
+]
+_OPTIONAL_COLUMNS = (
+    "correlationId",
+    "deviceId",
+    "streamId",
+    "globalPid",
+    "globalTid",
+    "copyKind",
+    "bytes",
+    "graphId",
+    "shortName",
+    "demangledName",
+    "nameId",
+)
+_RUNTIME_SQL = (
+    "SELECT start, end, coalesce(globalTid, 0), coalesce(correlationId, 0),"
+    f" coalesce(nameId, -1) FROM {RUNTIME}"
+)
+
+
+def adapt(sql: str, have: set[str]) -> str:
+    """``sql`` with every optional column the table lacks read as NULL: exports of other nsys
+    versions leave some out (the ``coalesce`` around each gives its default)."""
+    for col in _OPTIONAL_COLUMNS:
+        if col not in have:
+            sql = re.sub(rf"\b{col}\b", "NULL", sql)
+    return sql
+
+
+def table_columns(con: sqlite3.Connection, table: str) -> set[str]:
+    """The column names of ``table``."""
+    return {r[1] for r in con.execute(f"PRAGMA table_info({table})")}
+
+
+def runtime_sql(have: set[str]) -> str:
+    """The query of :func:`read_runtime` for a RUNTIME table with the columns ``have``."""
+    return adapt(_RUNTIME_SQL, have)
+
+
+def read_runtime(con: sqlite3.Connection, columnar, sql: str) -> list[np.ndarray]:
+    """start, end, globalTid, correlationId, nameId of every CUDA API call (one scan; int64),
+    read by ``sql`` (:func:`runtime_sql`)."""
+    cols = int_columns(con, columnar, sql, 5)
+    progress.report("CUDA API calls", 1, 1)
+    return cols
+
+
+def op_queries(
+    con: sqlite3.Connection, tables: frozenset[str], threads: int
+) -> list[tuple[str, int]]:
+    """The ops queries (module doc): (SQL, bound on its rows) per rowid range of each table.
+
+    The KERNEL table is split into 4 ranges per thread, so that the threads stay busy to the
+    end even while the CUDA API calls are read beside them."""
+    parts = []
+    for kind, (table, names, copy_kind, nbytes) in enumerate(_OP_TABLES):
+        if table not in tables:
+            continue
+        have = table_columns(con, table)
+        graph = "graphNodeId IS NOT NULL" if "graphNodeId" in have else "0"
+        graph = "1" if kind == KINDS.index("graph") else graph
+        select = adapt(
+            f"SELECT start, end, coalesce(correlationId, 0),"
+            f" (coalesce(deviceId, 0) << 32) | (coalesce(streamId, 0) & {_LOW32}), {names},"
+            f" (((coalesce(globalPid, 0) >> 24) & {PID_MASK}) << 32) | ({kind} << 12)"
+            f" | (({graph}) << 8) | (coalesce({copy_kind}, 0) & 255){nbytes} FROM {table}",
+            have,
+        )
+        split = 4 * threads if kind == KINDS.index("kernel") and threads > 1 else 1
+        parts += [(select + where, bound) for where, bound in rowid_ranges(con, table, split)]
+    return parts
+
+
+def read_ops(
+    con: sqlite3.Connection, path: Path, tables: frozenset[str], threads: int
+) -> list[np.ndarray]:
+    """Every GPU operation of the export at ``path`` (``tables``: those it has) as the columns
+    of :data:`OP_COLUMNS`, the packed pairs as their two int32 halves: start, end, corr,
+    device, stream, short, full, pid, flags (the low half of misc), bytes."""
+    return int_columns_many(
+        con,
+        lambda: columnar_connection(path),
+        op_queries(con, tables, threads),
+        len(OP_COLUMNS),
+        _OP_DTYPES,
+        threads=threads,
+        on_done=lambda done, total: progress.report("GPU operations", done, total),
+    )
+
+
+# --------------------------------------------------------------------------- reading ahead
+_pending: dict[Path, Future] = {}
+PREFETCH_MIN_BYTES = 32 << 20
+"""Smaller exports are not read ahead: their read is shorter than the imports it would hide,
+and it would import pyarrow (0.1 s) even where the loader could do without."""
+
+
+def prefetch(path: str | Path) -> None:
+    """Start reading the GPU operations and CUDA API calls of the export at ``path`` on
+    background threads (module doc); :func:`take` gets them. Does nothing for a file that is not
+    plain SQLite (an xz-compressed export is decompressed by the loader first), for one smaller
+    than :data:`PREFETCH_MIN_BYTES` and without the ADBC reader (the sqlite3 module's
+    connections stay in their thread)."""
+    path = Path(path)
+    try:
+        if path.stat().st_size < PREFETCH_MIN_BYTES:
+            return
+        with path.open("rb") as f:
+            if f.read(16) != SQLITE_MAGIC:
+                return
+        columnar = columnar_connection(path)
+    except Exception:
+        return  # the loader says what is wrong with the file
+    if columnar is None:
+        return
+    pool = ThreadPoolExecutor(1)
+    _pending[path.resolve()] = pool.submit(_read_ahead, path, columnar)
+    pool.shutdown(wait=False)
+
+
+def take(path: Path) -> tuple[list[np.ndarray], list[np.ndarray] | None] | None:
+    """The prefetched (ops columns, CUDA API call columns) of ``path`` (the latter None when
+    the export has no CUDA API calls), waiting for the read to finish; None without a usable
+    prefetch."""
+    future = _pending.pop(path.resolve(), None)
+    if future is None:
+        return None
+    try:
+        return future.result()
+    except Exception:
+        return None  # the loader reads again and reports the error
+
+
+def _read_ahead(path: Path, columnar) -> tuple[list[np.ndarray], list[np.ndarray] | None]:
+    """Both reads of :func:`prefetch`, the CUDA API calls on one more thread beside the ops."""
+    con = sqlite3.connect(readonly_uri(path), uri=True)
+    runtime = None
+    try:
+        tables = frozenset(
+            r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+        )
+        if RUNTIME in tables:  # (the sqlite3 connection stays in this thread)
+            sql = runtime_sql(table_columns(con, RUNTIME))
+            runtime = ThreadPoolExecutor(1)
+            api = runtime.submit(read_runtime, None, columnar, sql)
+        ops = read_ops(con, path, tables, read_threads())
+        return ops, (api.result() if runtime is not None else None)
+    finally:
+        if runtime is not None:
+            runtime.shutdown()
+        columnar.close()
+        con.close()

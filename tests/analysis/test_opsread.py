@@ -1,0 +1,78 @@
+"""Reading the GPU ops ahead (opsread.prefetch) gives the loader's own frames, or nothing."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+from testdata import DATA
+
+from specscope.analysis import opsread
+from specscope.analysis.loader import load
+from specscope.errors import TraceError
+
+
+@pytest.fixture
+def small_prefetch(monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("adbc_driver_sqlite")
+    monkeypatch.setattr(opsread, "PREFETCH_MIN_BYTES", 0)  # the test exports are small
+
+
+@pytest.mark.parametrize("name", ["eagle_node_before", "eagle_graph_before", "cpu_eagle_2023"])
+def test_prefetched_ops_are_the_loaders(name: str, small_prefetch) -> None:
+    path = DATA / f"{name}.sqlite"
+    opsread.prefetch(path)
+    ahead = load(path)
+    ops = ahead.ops
+    assert opsread.take(path) is None  # taken by the loader
+    direct = load(path)
+    pd.testing.assert_frame_equal(ops, direct.ops)
+    if ahead.has(opsread.RUNTIME):
+        for a, b in zip(ahead._runtime, direct._runtime, strict=True):
+            np.testing.assert_array_equal(a, b)
+
+
+def test_nothing_prefetched_for_small_compressed_or_other_files(tmp_path, small_prefetch) -> None:
+    text = tmp_path / "notes.sqlite"
+    text.write_text("not SQLite")
+    opsread.prefetch(text)
+    assert opsread.take(text) is None
+    assert opsread.take(DATA / "eagle_node_before.sqlite") is None  # never asked for
+
+
+def test_a_failed_prefetch_leaves_the_error_to_the_loader(tmp_path, small_prefetch) -> None:
+    """A SQLite file without nsys tables: the read ahead finds nothing to read (or fails) and
+    the loader reports what is wrong, as without it."""
+    import sqlite3
+
+    path = tmp_path / "other.sqlite"
+    con = sqlite3.connect(path)
+    con.execute("CREATE TABLE t (x INTEGER)")
+    con.commit()
+    con.close()
+    opsread.prefetch(path)
+    with pytest.raises(TraceError, match="not an nsys export"):
+        load(path)
+    opsread.take(path)  # (whatever it read is dropped)
+
+
+def test_analyze_cli_output_is_the_same_with_the_read_ahead(tmp_path) -> None:
+    """``specscope analyze`` prefetches large exports only; forced on for a small one, the JSON
+    is byte for byte the one without it."""
+    path = DATA / "eagle_node_after.sqlite"
+    code = (
+        "import sys; from specscope.analysis import opsread; "
+        "opsread.PREFETCH_MIN_BYTES = int(sys.argv[1]); "
+        "from specscope.cli import main; sys.argv = ['specscope', *sys.argv[2:]]; main()"
+    )
+    args = ["analyze", str(path), "--preset", "eagle", "--format", "json"]
+    outs = [
+        subprocess.run(
+            [sys.executable, "-c", code, limit, *args], capture_output=True, text=True, check=True
+        ).stdout
+        for limit in ("0", str(1 << 40))
+    ]
+    assert outs[0] == outs[1] and outs[0].startswith("{")
