@@ -227,12 +227,13 @@ class EagleLoop:
 
         v = self.variant
         rows = g.rows(ForwardMode.TARGET_VERIFY, max_bs)
-        self.verify_backend = DeepseekSparseAttnBackend(g, dev, fusion=v.fusion)
+        fast = v.capture  # draft_captured: the eager builds bound once too
+        self.verify_backend = DeepseekSparseAttnBackend(g, dev, fusion=v.fusion, fast_launch=fast)
         self.verify_backend.init_cuda_graph_state(max_bs, rows)
-        self.extend_backend = DeepseekSparseAttnBackend(g, dev, fusion=v.fusion)
+        self.extend_backend = DeepseekSparseAttnBackend(g, dev, fusion=v.fusion, fast_launch=fast)
         self.extend_backend.init_cuda_graph_state(max_bs, rows)
         self.draft_backend = DeepseekSparseAttnMultiStepBackend(
-            g, dev, cfg.spec_steps - 1, fusion=v.fusion, share=v.share
+            g, dev, cfg.spec_steps - 1, fusion=v.fusion, share=v.share, capture=v.capture
         )
         before = torch.cuda.memory_allocated(dev) if dev.type == "cuda" else 0
         self.draft_backend.init_cuda_graph_state(max_bs)
@@ -243,7 +244,7 @@ class EagleLoop:
             self.draft_metadata_bytes = self.draft_backend.metadata_nbytes()
 
         mempool = torch.cuda.graph_pool_handle() if cfg.use_graphs else None
-        common = (self.pool.req_to_token, self.buckets, dev, cfg.use_graphs, mempool)
+        common = (self.pool.req_to_token, self.buckets, dev, cfg.use_graphs, mempool, v.capture)
         self.draft_runner = DraftRunner(
             self.draft, self.draft_cache, self.draft_backend, g, *common
         )
@@ -253,17 +254,26 @@ class EagleLoop:
         self.extend_runner = DraftExtendRunner(
             self.draft, self.draft_cache, self.extend_backend, g, *common
         )
+        self.sim_acc = torch.ones(max_bs, dtype=torch.int64, device=dev)  # [max_bs]
+        self.new_tokens = torch.zeros(max_bs, self.T, dtype=torch.int64, device=dev)
+        if v.capture:
+            self._bind_device_inputs()
         if cfg.use_graphs:
             for runner in (self.draft_runner, self.verify_runner, self.extend_runner):
                 runner.capture(self.pool.pad_row)
-        self.sim_acc = torch.ones(max_bs, dtype=torch.int64, device=dev)  # [max_bs]
-        self.new_tokens = torch.zeros(max_bs, self.T, dtype=torch.int64, device=dev)
         self.next_rid = 0
         self.requests: list[Request] = []
         self.finished: list[Request] = []
         for b in range(cfg.bs):
             self.requests.append(self._admit(b))
         self.rng, self.nvtx_on = range_factory(cfg.nvtx)
+
+    def _bind_device_inputs(self) -> None:
+        """Staged runners: where each forward takes its device inputs from (static buffers)."""
+        er, vr = self.extend_runner, self.verify_runner
+        self.draft_runner.bind_device_inputs(token0=er.next_token, hidden0=er.next_hidden)
+        vr.bind_device_inputs(drafts=self.draft_runner.out_tokens)
+        er.bind_device_inputs(tokens=self.new_tokens, hidden=vr.out_hidden)
 
     # -- requests -------------------------------------------------------------------------------
     def _admit(self, b: int) -> Request:
@@ -328,6 +338,8 @@ class EagleLoop:
             ),
             "tokens": tokens,
         }
+        if self.verify_runner.staged and self.cfg.accept_mode == "sim":
+            host["sim_accept"] = self._sim_accept_lens()  # staged with verify's inputs
         drafts = self.draft_runner.out_tokens[:bs]  # [bs, T - 1]
         self.verify_runner.prepare(bs, be, host, drafts, self.pool.pad_row)
 
@@ -343,13 +355,21 @@ class EagleLoop:
             match = (drafts == target[:, : t - 1]).to(torch.int64).cumprod(1)
             acc = 1 + match.sum(1)  # [bs]
             new = target
+            self.new_tokens[:bs].copy_(new)
         else:
             acc = self.sim_acc[:bs]
-            acc.copy_(torch.from_numpy(self._sim_accept_lens()), non_blocking=True)
+            if self.verify_runner.staged:  # uploaded with verify's inputs
+                acc = self.verify_runner.inp["sim_accept"][:bs]
+            else:
+                acc.copy_(torch.from_numpy(self._sim_accept_lens()), non_blocking=True)
             j = torch.arange(t, device=self.device)
             padded = torch.nn.functional.pad(drafts, (0, 1))  # [bs, T]
-            new = torch.where(j[None, :] < acc[:, None] - 1, padded, target)
-        self.new_tokens[:bs].copy_(new)
+            keep = j[None, :] < acc[:, None] - 1
+            new = self.new_tokens[:bs]
+            if self.verify_runner.staged:
+                torch.where(keep, padded, target, out=new)  # a kernel, no copy
+            else:
+                new.copy_(torch.where(keep, padded, target))
         return torch.cat([acc[:, None], new], 1).cpu().numpy()  # the host sync
 
     def _sim_accept_lens(self) -> np.ndarray:
