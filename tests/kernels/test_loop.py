@@ -107,15 +107,41 @@ def test_captured_refresh_builds_from_each_steps_inputs():
 
 
 def test_staged_runners_upload_once_per_phase(monkeypatch):
-    """draft_captured: one host-to-device copy per prepare (draft, verify, draft-extend)."""
+    """draft_captured: one host-to-device copy each for draft and verify; the draft-extend
+    derives its inputs on the device, so it uploads nothing and builds no metadata eagerly."""
     loop = EagleLoop(replace(TINY, variant="draft_captured"))
     loop.step()
     uploads = []
     for runner in (loop.draft_runner, loop.verify_runner, loop.extend_runner):
         staging = runner.staging
         monkeypatch.setattr(staging, "upload", lambda s=staging: uploads.append(s))
+    monkeypatch.setattr(loop, "_extend_prepare", None)  # never called
     loop.step()
-    assert len(uploads) == 3 and len({id(s) for s in uploads}) == 3
+    assert uploads == [loop.draft_runner.staging, loop.verify_runner.staging]
+
+
+@pytest.mark.parametrize("accept_mode", ["sim", "real"])
+def test_derived_extend_inputs_equal_the_hosts(accept_mode):
+    """The draft-extend inputs derived on the device == what the host computes for them."""
+    cfg = replace(TINY, variant="draft_captured", accept_mode=accept_mode)
+    loop = EagleLoop(cfg)
+    for _ in range(2):
+        loop.step()
+        er, bs = loop.extend_runner, cfg.bs
+        derived = {k: er.inp[k].clone() for k in er.fields if k != "tokens"}
+        lens = [int(a) for a in derived["accept_lens"][:bs]]
+        host = {}
+
+        def keep(bs_, be, inputs, tokens, hidden, pad_row):
+            host.update(inputs)
+
+        er.prepare = keep
+        loop._extend_prepare(bs, bs, lens)  # the host's inputs (the requests are committed)
+        del er.prepare
+        assert set(host) == set(derived)
+        for name, values in host.items():
+            n = bs * er.fields[name][0]
+            assert derived[name][:n].tolist() == values.reshape(-1)[:n].tolist(), name
 
 
 def test_each_draft_step_resets_and_fills_its_own_kv_counter():

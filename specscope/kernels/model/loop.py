@@ -255,7 +255,12 @@ class EagleLoop:
             self.draft, self.draft_cache, self.extend_backend, g, *common
         )
         self.sim_acc = torch.ones(max_bs, dtype=torch.int64, device=dev)  # [max_bs]
+        self.acc = torch.ones(max_bs, dtype=torch.int64, device=dev)  # [max_bs] draft_captured
         self.new_tokens = torch.zeros(max_bs, self.T, dtype=torch.int64, device=dev)
+        self.fetched = torch.zeros(  # [max_bs, 1 + T] int64: accept lengths and tokens, host
+            max_bs, 1 + self.T, dtype=torch.int64, pin_memory=dev.type == "cuda"
+        )
+        self.fetch_done = torch.cuda.Event() if dev.type == "cuda" else None
         if v.capture:
             self._bind_device_inputs()
         if cfg.use_graphs:
@@ -273,7 +278,14 @@ class EagleLoop:
         er, vr = self.extend_runner, self.verify_runner
         self.draft_runner.bind_device_inputs(token0=er.next_token, hidden0=er.next_hidden)
         vr.bind_device_inputs(drafts=self.draft_runner.out_tokens)
-        er.bind_device_inputs(tokens=self.new_tokens, hidden=vr.out_hidden)
+        acc = vr.inp["sim_accept"] if self.cfg.accept_mode == "sim" else self.acc
+        er.bind_device_inputs(
+            tokens=self.new_tokens,
+            hidden=vr.out_hidden,
+            acc=acc,
+            verify_seq_lens=vr.inp["seq_lens"],
+            verify_req_pool_indices=vr.inp["req_pool_indices"],
+        )
 
     # -- requests -------------------------------------------------------------------------------
     def _admit(self, b: int) -> Request:
@@ -348,17 +360,28 @@ class EagleLoop:
 
         Column 0 is a in 1..T; columns 1..a the committed tokens.
         """
-        t = self.T
+        return self._accepted(bs).cpu().numpy()  # the host sync
+
+    def _accepted(self, bs: int) -> torch.Tensor:
+        """[bs, 1 + T] on the device (`accept`'s columns); fills new_tokens; no host sync.
+
+        draft_captured: the simulated lengths come staged with verify's inputs, the real ones
+        are written into `self.acc` (the draft-extend graph reads both), and the tokens are
+        written into new_tokens directly (no copy)."""
+        t, captured = self.T, self.variant.capture
         drafts = self.draft_runner.out_tokens[:bs]  # [bs, T - 1]
         target = self.verify_runner.out_tokens[: bs * t].view(bs, t)  # [bs, T]
         if self.cfg.accept_mode == "real":
             match = (drafts == target[:, : t - 1]).to(torch.int64).cumprod(1)
-            acc = 1 + match.sum(1)  # [bs]
+            if captured:
+                acc = torch.add(match.sum(1), 1, out=self.acc[:bs])
+            else:
+                acc = 1 + match.sum(1)  # [bs]
             new = target
             self.new_tokens[:bs].copy_(new)
         else:
             acc = self.sim_acc[:bs]
-            if self.verify_runner.staged:  # uploaded with verify's inputs
+            if captured:  # uploaded with verify's inputs
                 acc = self.verify_runner.inp["sim_accept"][:bs]
             else:
                 acc.copy_(torch.from_numpy(self._sim_accept_lens()), non_blocking=True)
@@ -366,11 +389,23 @@ class EagleLoop:
             padded = torch.nn.functional.pad(drafts, (0, 1))  # [bs, T]
             keep = j[None, :] < acc[:, None] - 1
             new = self.new_tokens[:bs]
-            if self.verify_runner.staged:
+            if captured:
                 torch.where(keep, padded, target, out=new)  # a kernel, no copy
             else:
                 new.copy_(torch.where(keep, padded, target))
-        return torch.cat([acc[:, None], new], 1).cpu().numpy()  # the host sync
+        return torch.cat([acc[:, None], new], 1)
+
+    def _fetch_start(self, bs: int) -> None:
+        """draft_captured: start copying `_accepted` to the host (pinned memory); no wait."""
+        self.fetched[:bs].copy_(self._accepted(bs), non_blocking=True)
+        if self.fetch_done is not None:
+            self.fetch_done.record()
+
+    def _fetch_wait(self, bs: int) -> np.ndarray:
+        """Wait for `_fetch_start`'s copy only (SYNCS on its event, not on later work)."""
+        if self.fetch_done is not None:
+            self.fetch_done.synchronize()
+        return self.fetched[:bs].numpy().copy()
 
     def _sim_accept_lens(self) -> np.ndarray:
         cfg = self.cfg
@@ -424,14 +459,34 @@ class EagleLoop:
                 self._verify_prepare(bs, be)
             with rng("verify.replay"):
                 self.verify_runner.replay(be)
-            with rng("accept"):
-                lens = self._commit(self.accept(bs))
-            with rng("draft_extend.prepare"):
-                self._extend_prepare(bs, be, lens)
-            with rng("draft_extend.replay"):
-                self.extend_runner.replay(be)
+            if self.variant.capture:
+                lens = self._accept_behind_extend(bs, be)
+            else:
+                with rng("accept"):
+                    lens = self._commit(self.accept(bs))
+                with rng("draft_extend.prepare"):
+                    self._extend_prepare(bs, be, lens)
+                with rng("draft_extend.replay"):
+                    self.extend_runner.replay(be)
             self._retire_finished()
         return lens
+
+    def _accept_behind_extend(self, bs: int, be: int) -> list[int]:
+        """draft_captured: the accept's kernels and its copy to the host are queued, then the
+        draft-extend replay, which derives its inputs on the device; the host waits for the
+        copy only and commits while the draft-extend runs.
+
+            host:  accept (queue) | draft_extend.replay (launch) | wait copy | commit ...
+            GPU:   [verify] [accept] [copy] [draft-extend ..................]
+        """
+        rng = self.rng
+        with rng("accept"):
+            self._fetch_start(bs)
+        with rng("draft_extend.prepare"):
+            pass  # nothing: the graph derives its inputs and metadata (`derive_inputs`)
+        with rng("draft_extend.replay"):
+            self.extend_runner.replay(be)
+        return self._commit(self._fetch_wait(bs))
 
     # -- the run --------------------------------------------------------------------------------
     def tokens_sha256(self) -> str:

@@ -292,11 +292,38 @@ class DraftExtendRunner(VerifyRunner):
         self.refresh_metadata(bs_eff)
 
     def pull_device_inputs(self, bs: int) -> None:
-        """Staged: tokens (source `tokens`, [max_bs, T]) and hidden (`hidden`, [rows, H])."""
+        """Staged: tokens (source `tokens`, [max_bs, T]) and hidden (`hidden`, [rows, H]);
+        with an `acc` source also every int input and the metadata (`derive_inputs`)."""
         if self.sources is not None:
             rows = bs * self.geometry.num_draft_tokens
             self.inp["tokens"][:rows].copy_(self.sources["tokens"].reshape(-1)[:rows])
             self.hidden_in[:rows].copy_(self.sources["hidden"][:rows])
+            if "acc" in self.sources:
+                self.derive_inputs(bs)
+
+    def derive_inputs(self, bs: int) -> None:
+        """The int inputs and the metadata of a draft-extend, computed on the device (inside the
+        graph) from the verify's inputs and the accept lengths, so no host value is needed.
+
+        Sources: `acc` [max_bs] int64 (1..T), `verify_seq_lens` [max_bs] int32 (n + T - 1 for
+        n committed tokens before the accept), `verify_req_pool_indices` [max_bs] int64. As the
+        host computes them for `prepare`: seq_lens = n + a, row j at position n + min(j, a - 1),
+        KV slot req_to_token[row, position] for j < a, the trash slot 0 for padded rows.
+        """
+        t, src = self.geometry.num_draft_tokens, self.sources
+        acc = src["acc"][:bs]  # [bs] int64
+        n = src["verify_seq_lens"][:bs].to(torch.int64) - (t - 1)  # [bs]
+        pool_rows = src["verify_req_pool_indices"][:bs]  # [bs] int64
+        j = torch.arange(t, device=self.device)[None, :]  # [1, T]
+        pos = n[:, None] + torch.minimum(j, acc[:, None] - 1)  # [bs, T]
+        locs = self.req_to_token[pool_rows[:, None], pos].to(torch.int64)  # [bs, T]
+        locs = torch.where(j < acc[:, None], locs, 0)
+        self.inp["req_pool_indices"][:bs].copy_(pool_rows)
+        self.inp["seq_lens"][:bs].copy_(n + acc)
+        self.inp["accept_lens"][:bs].copy_(acc)
+        self.inp["positions"][: bs * t].copy_(pos.reshape(-1))
+        self.inp["out_cache_loc"][: bs * t].copy_(locs.reshape(-1))
+        self.backend.init_forward_metadata(self.mode, self.forward_inputs(bs))
 
     def forward(self, bs: int) -> None:
         t = self.geometry.num_draft_tokens
