@@ -132,7 +132,7 @@ def test_derived_extend_inputs_equal_the_hosts(accept_mode):
         lens = [int(a) for a in derived["accept_lens"][:bs]]
         host = {}
 
-        def keep(bs_, be, inputs, tokens, hidden, pad_row):
+        def keep(bs_, be, inputs, tokens, hidden, pad_row, host=host):
             host.update(inputs)
 
         er.prepare = keep
