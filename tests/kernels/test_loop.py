@@ -188,6 +188,14 @@ def test_nvtx_ranges_wrap_each_phase_of_a_step(monkeypatch):
     assert events[0] == ("push", "step", DOMAIN) and events[-1] == ("pop", "step", DOMAIN)
 
 
+def test_draft_captured_keeps_the_phase_ranges(monkeypatch):
+    """The accept's commit moves behind the draft-extend launch; the ranges keep their order."""
+    events = _fake_nvtx(monkeypatch)
+    loop = EagleLoop(replace(TINY, variant="draft_captured", nvtx=True))
+    loop.step()
+    assert [m for kind, m, _ in events if kind == "push"] == list(RANGES)
+
+
 def test_nvtx_off_and_missing_package(monkeypatch, capsys):
     events = _fake_nvtx(monkeypatch)
     loop = EagleLoop(replace(TINY, variant="ordinary", nvtx=False))

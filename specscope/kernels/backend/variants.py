@@ -4,9 +4,10 @@ ordinary        fusion off, sibling copies  (per-field builds and copies)
 kpool_fused     fusion on,  sibling copies  (one build launch + one copy launch per step)
 draft_alias     fusion on,  draft aliasing  (one build launch, no copy)
 draft_captured  fusion on,  draft aliasing, captured refresh: the draft graph builds its own
-                metadata from static inputs; every runner stages its host inputs in one
-                copy and reads device inputs inside its graph; the eager verify and
-                draft-extend builds are bound once (`FastFusedBuilder`)
+                metadata from static inputs; runners stage their host inputs in one copy
+                and read device inputs inside their graphs; the draft-extend graph derives
+                its inputs and metadata on the device (the accept's copy to the host waits
+                behind its launch); the eager verify build is bound once (`FastFusedBuilder`)
 env             from the env flags SPECSCOPE_DSA_KPOOL_METADATA_FUSION,
                 SPECSCOPE_DSA_SHARE_DRAFT_METADATA (both default on) and
                 SPECSCOPE_DSA_CAPTURE_DRAFT_METADATA (default off): as draft_alias by default

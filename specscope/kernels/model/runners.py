@@ -19,6 +19,9 @@ captured graph copies them itself: `bind_device_inputs` names the sources once, 
     prepare (ordinary):  H2D per field, D2D per device input, metadata refresh
     prepare (staged):    one H2D, metadata refresh (none for a captured draft refresh)
     forward (staged):    device inputs <- sources, [draft metadata refresh], model
+
+A staged draft-extend given an `acc` source goes further (`DraftExtendRunner.derive_inputs`):
+its forward computes every int input and its metadata on the device, so it needs no prepare.
 """
 
 from __future__ import annotations
