@@ -12,7 +12,7 @@ import click
 from specscope.cli import Command
 from specscope.errors import SpecscopeError
 
-VARIANTS = ("ordinary", "kpool_fused", "draft_alias", "env")
+VARIANTS = ("ordinary", "kpool_fused", "draft_alias", "draft_captured", "env")
 JSON_FIELDS = (
     "tokens",
     "accept_len_mean",
@@ -54,7 +54,8 @@ def _describe(r) -> str:
 @click.option("--variant", type=click.Choice(VARIANTS), default="env",
               show_default=True,
               help="ordinary (fusion off, sibling copies), kpool_fused (fusion on, sibling "
-              "copies), draft_alias (fusion on, aliasing), env (from the "
+              "copies), draft_alias (fusion on, aliasing), draft_captured (aliasing, the draft "
+              "graph refreshes its own metadata, inputs staged in one copy), env (from the "
               "SPECSCOPE_DSA_* flags).")  # fmt: skip
 @click.option("--bs", default=1, show_default=True, type=int, help="Requests per batch.")
 @click.option("--steps", default=50, show_default=True, type=int, help="Measured decode steps.")

@@ -58,11 +58,11 @@ def test_shipped_matrix_is_the_issue_matrix():
         "bs32-ctx8192-kp4",
         "bs8-ctx8192-kp1",
     ]
-    assert c.variants == ("ordinary", "kpool_fused", "draft_alias")
+    assert c.variants == ("ordinary", "kpool_fused", "draft_alias", "draft_captured")
     assert c.repetitions == 3 and set(c.modes) == {"graph", "node"}
     assert c.run["spec_steps"] == 5  # EAGLE 5/1/6
     runs = plan(c)
-    assert len(runs) == 4 * (3 * 2 + 3 * 3 * 2)  # unprofiled (NVTX on/off) + profiled
+    assert len(runs) == 4 * (4 * 2 + 3 * 4 * 2)  # unprofiled (NVTX on/off) + profiled
     assert len({r.id for r in runs}) == len(runs)
 
 

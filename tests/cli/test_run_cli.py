@@ -59,4 +59,4 @@ def test_help_lists_the_variants():
     """Every command's help and example: tests/cli/test_cli.py."""
     result = CliRunner().invoke(run, ["--help"])
     assert result.exit_code == 0
-    assert "--variant [ordinary|kpool_fused|draft_alias|env]" in result.output
+    assert "--variant [ordinary|kpool_fused|draft_alias|draft_captured|env]" in result.output

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from specscope.kernels.backend import (
+    CAPTURE_ENV,
     SHARE_ENV,
     DeepseekSparseAttnBackend,
     DeepseekSparseAttnMultiStepBackend,
@@ -160,8 +161,36 @@ def test_variants():
         True,
         False,
     )
+    captured = resolve_variant("draft_captured")
+    assert (captured.fusion, captured.share, captured.capture) == (True, True, True)
+    assert not resolve_variant("draft_alias").capture
     with pytest.raises(ValueError, match="unknown variant"):
         resolve_variant("nope")
+
+
+def test_capture_flag_from_env(monkeypatch):
+    monkeypatch.delenv(CAPTURE_ENV, raising=False)
+    assert not resolve_variant("env").capture
+    assert not DeepseekSparseAttnMultiStepBackend(GEOMETRY, "cpu", 2).capture
+    monkeypatch.setenv(CAPTURE_ENV, "1")
+    assert resolve_variant("env").capture
+    assert DeepseekSparseAttnMultiStepBackend(GEOMETRY, "cpu", 2).capture
+
+
+def test_captured_refresh_runs_in_the_forward_not_before_the_replay(triton_device, monkeypatch):
+    multi = DeepseekSparseAttnMultiStepBackend(GEOMETRY, triton_device, 3, share=True, capture=True)
+    multi.init_cuda_graph_state(MAX_BS)
+    builds = _count_calls(monkeypatch, multi.backends[0], "build")
+    inputs = _inputs([20, 40], seed=3, device=triton_device)
+    multi.init_forward_metadata_replay_cuda_graph(2, inputs)
+    assert builds == []
+    multi.init_forward_metadata_in_graph(2, inputs)
+    assert len(builds) == 1
+    assert_metadata_equal(multi.step_metadata(2), _reference(inputs, 2), DECODE, 2)
+    plain = _multi(triton_device, fusion=True, share=True, steps=3)
+    plain_builds = _count_calls(monkeypatch, plain.backends[0], "build")
+    plain.init_forward_metadata_in_graph(2, inputs)
+    assert plain_builds == []
 
 
 def test_feature_selection(monkeypatch):

@@ -8,6 +8,8 @@ import pytest
 import torch
 
 from specscope.kernels.model import EagleLoop, LoopConfig, run_loop
+from specscope.kernels.ops.attention import ForwardMode, allocate_metadata, build_metadata_ordinary
+from specscope.kernels.ops.attention.testing import assert_metadata_equal
 
 pytestmark = [
     pytest.mark.gpu,
@@ -35,7 +37,7 @@ SMALL = LoopConfig(
 @pytest.mark.parametrize("kpool", [4, 1])
 def test_graph_replay_equals_eager_for_every_variant(kpool):
     hashes = {}
-    for variant in ("ordinary", "kpool_fused", "draft_alias"):
+    for variant in ("ordinary", "kpool_fused", "draft_alias", "draft_captured"):
         for graphs in (True, False):
             cfg = replace(SMALL, variant=variant, graphs=graphs, index_kpool=kpool)
             loop = EagleLoop(cfg)
@@ -45,15 +47,34 @@ def test_graph_replay_equals_eager_for_every_variant(kpool):
     assert len(set(hashes.values())) == 1, hashes
 
 
-def test_gpu_tokens_equal_cpu_tokens():
+@pytest.mark.parametrize("variant", ["ordinary", "draft_captured"])
+def test_gpu_tokens_equal_cpu_tokens(variant):
     """Integer-exact arithmetic: the device does not change a single token."""
-    cfg = replace(SMALL, variant="ordinary", bs=2, steps=3, max_new_tokens=None)
+    cfg = replace(SMALL, variant=variant, bs=2, steps=3, max_new_tokens=None)
     gpu = run_loop(replace(cfg, graphs=True))
     cpu = run_loop(replace(cfg, device="cpu", graphs=False))
     assert gpu.tokens_sha256 == cpu.tokens_sha256
 
 
-@pytest.mark.parametrize("variant", ["ordinary", "kpool_fused", "draft_alias"])
+def test_captured_draft_refresh_sees_new_inputs_on_every_replay():
+    """draft_captured: the draft graph rebuilds step 0's metadata from the staged inputs of
+    each step (bucket 4 for 3 requests: the pad request included); prepare builds nothing."""
+    loop = EagleLoop(replace(SMALL, variant="draft_captured"))
+    runner, multi = loop.draft_runner, loop.draft_backend
+    be = runner.bucket(SMALL.bs)
+    seen = set()
+    for _ in range(4):
+        loop.step()
+        torch.cuda.synchronize()
+        inputs = runner.forward_inputs(be)
+        ref = allocate_metadata(be, be, loop.geometry, "cuda")
+        build_metadata_ordinary(ForwardMode.DECODE, inputs, ref)
+        assert_metadata_equal(multi.step_metadata(0), ref, ForwardMode.DECODE, be)
+        seen.add(tuple(inputs.seq_lens.tolist()))
+    assert len(seen) >= 2  # the lengths moved between steps
+
+
+@pytest.mark.parametrize("variant", ["ordinary", "kpool_fused", "draft_alias", "draft_captured"])
 def test_metadata_refresh_and_replay_make_no_host_sync(variant):
     loop = EagleLoop(replace(SMALL, variant=variant))
     loop.step()  # compile, upload pointer tables

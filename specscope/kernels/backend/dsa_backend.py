@@ -33,10 +33,13 @@ class DeepseekSparseAttnBackend(DSAMetadataManagementMixin):
         *,
         fusion: bool | None = None,
         step_id: int = 0,
+        fast_launch: bool = False,
     ) -> None:
+        """`fast_launch`: bind each fused build once per set of buffers (`FastFusedBuilder`)."""
         self.geometry = geometry
         self.device = torch.device(device)
         self.fusion = fusion
+        self.fast_launch = fast_launch
         self.step_id = step_id
         self.metadata: DSAMetadata | None = None
         self.kv_counter: torch.Tensor | None = None  # [CTAs] int32, reset by each forward

@@ -3,7 +3,9 @@
 Everything a backend decides about its metadata buffers lives here, in one place:
 
     feature selection   which builder runs (fused Triton kernels or the ordinary torch chain),
-                        from the KPool fusion flag, the platform and the geometry checks
+                        from the KPool fusion flag, the platform and the geometry checks; with
+                        `fast_launch` the fused build is bound once per set of buffers
+                        (`FastFusedBuilder`) instead of checked and bound at every call
     allocation          one static `DSAMetadata` set per backend, plus a small KV counter
     sibling copies      one set into another: one `fused_metadata_copy` launch per
                         destination, or the ordinary per-field `copy_` chain when fusion is off
@@ -24,6 +26,7 @@ import torch
 from specscope.kernels.ops.attention import (
     DSAGeometry,
     DSAMetadata,
+    FastFusedBuilder,
     ForwardMode,
     allocate_metadata,
     build_metadata_fused,
@@ -36,6 +39,7 @@ from specscope.kernels.ops.attention import (
 from specscope.kernels.ops.attention.selection import Builder, triton_platform
 
 SHARE_ENV = "SPECSCOPE_DSA_SHARE_DRAFT_METADATA"
+CAPTURE_ENV = "SPECSCOPE_DSA_CAPTURE_DRAFT_METADATA"
 KV_COUNTER_CTAS = 4  # entries of the per-backend multi-CTA KV counter
 
 logger = logging.getLogger(__name__)
@@ -44,6 +48,11 @@ logger = logging.getLogger(__name__)
 def share_draft_metadata_enabled() -> bool:
     """The env flag: draft steps alias step 0's metadata unless it is "0"."""
     return os.environ.get(SHARE_ENV, "1").strip() != "0"
+
+
+def capture_draft_metadata_enabled() -> bool:
+    """The env flag: the draft graph refreshes its own metadata when it is "1" (default off)."""
+    return os.environ.get(CAPTURE_ENV, "0").strip() == "1"
 
 
 def alias_metadata(src: DSAMetadata) -> DSAMetadata:
@@ -80,6 +89,8 @@ class DSAMetadataManagementMixin:
     is the chosen builder and `self.kpool_fusion` says which one it is.
     """
 
+    fast_launch: bool = False
+
     geometry: DSAGeometry
     device: torch.device
     build: Builder
@@ -106,7 +117,10 @@ class DSAMetadataManagementMixin:
             reason = unsupported_reason(geometry, max_rows)
         self.kpool_fusion = reason is None
         self.fusion_reason = reason or "fused"
-        self.build = build_metadata_fused if self.kpool_fusion else build_metadata_ordinary
+        if not self.kpool_fusion:
+            self.build = build_metadata_ordinary
+        else:
+            self.build = FastFusedBuilder() if self.fast_launch else build_metadata_fused
         if want and reason is not None:
             logger.warning("DSA metadata: ordinary path: %s", reason)
 

@@ -20,6 +20,22 @@ draft aliasing (share=True, the change)
         prepare:  build -> step 0  (= step 1 = ... = step N-2)
 
 Either way each step backend keeps its own multi-CTA KV counter, reset by its forward.
+
+Where the refresh runs, chosen by `capture` (default: the env flag
+SPECSCOPE_DSA_CAPTURE_DRAFT_METADATA, off unless "1"):
+
+eager refresh (capture=False)
+    the runner's eager `prepare` calls `init_forward_metadata_replay_cuda_graph` before the
+    draft graph replays: host time between the replays.
+
+captured refresh (capture=True, the `draft_captured` variant)
+    the draft graph itself starts with the refresh (`init_forward_metadata_in_graph`, called
+    from the captured forward), reading the runner's static input buffers; before a replay
+    the host only writes those inputs, and `init_forward_metadata_replay_cuda_graph` does
+    nothing. The fused builds are bound once (`fast_launch`).
+
+        host:   stage inputs --replay-->
+        graph:  [build -> step 0 (= 1 = ... = N-2)] [draft step 0] ... [draft step N-2]
 """
 
 from __future__ import annotations
@@ -31,6 +47,7 @@ from specscope.kernels.ops.attention import DSAForwardInputs, DSAGeometry, DSAMe
 from .dsa_backend import DeepseekSparseAttnBackend
 from .dsa_metadata_manager import (
     DSAMetadataManagementMixin,
+    capture_draft_metadata_enabled,
     metadata_nbytes,
     share_draft_metadata_enabled,
 )
@@ -49,6 +66,7 @@ class DeepseekSparseAttnMultiStepBackend(DSAMetadataManagementMixin):
         *,
         fusion: bool | None = None,
         share: bool | None = None,
+        capture: bool | None = None,
     ) -> None:
         if num_steps < 1:
             raise ValueError("a multi-step draft backend needs at least one step")
@@ -56,8 +74,12 @@ class DeepseekSparseAttnMultiStepBackend(DSAMetadataManagementMixin):
         self.device = torch.device(device)
         self.fusion = fusion
         self.share = share_draft_metadata_enabled() if share is None else share
+        self.capture = capture_draft_metadata_enabled() if capture is None else capture
+        self.fast_launch = self.capture
         self.backends = [
-            DeepseekSparseAttnBackend(geometry, device, fusion=fusion, step_id=i)
+            DeepseekSparseAttnBackend(
+                geometry, device, fusion=fusion, step_id=i, fast_launch=self.capture
+            )
             for i in range(num_steps)
         ]
         self.precomputed: DSAMetadata | None = None  # sibling copy only
@@ -104,8 +126,16 @@ class DeepseekSparseAttnMultiStepBackend(DSAMetadataManagementMixin):
         self._refresh(bs, inputs)
 
     def init_forward_metadata_replay_cuda_graph(self, bs: int, inputs: DSAForwardInputs) -> None:
-        """Before the draft graph replays: refresh step 0 (aliasing) or build + copy (siblings)."""
-        self._refresh(bs, inputs)
+        """Before the draft graph replays: refresh step 0 (aliasing) or build + copy (siblings);
+        nothing with a captured refresh (the graph refreshes itself)."""
+        if not self.capture:
+            self._refresh(bs, inputs)
+
+    def init_forward_metadata_in_graph(self, bs: int, inputs: DSAForwardInputs) -> None:
+        """At the start of the draft forward (captured into its graph): the refresh, when it
+        is captured; nothing otherwise. `inputs` must be the runner's static buffers."""
+        if self.capture:
+            self._refresh(bs, inputs)
 
     def step_metadata(self, i: int) -> DSAMetadata:
         return self.backends[i].forward_metadata

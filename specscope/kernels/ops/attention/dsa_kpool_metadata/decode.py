@@ -1,7 +1,8 @@
 """Fused DSA metadata for DECODE: every output field in one Triton launch.
 
 DECODE: one row per request; row b sees seq_lens[b] keys.
-Layout of the launch and the shared building blocks: `scan.py`. Reference: `ordinary_metadata.py`.
+Layout of the launch and the shared building blocks: `scan.py`; the host side (checks, launch
+settings, the launch itself): `bound.py`. Reference: `ordinary_metadata.py`.
 """
 
 from __future__ import annotations
@@ -9,16 +10,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from ..dsa_metadata import DSAForwardInputs, DSAMetadata, ForwardMode, check_build_args
-from .scan import (
-    META_PROGRAMS,
-    LaunchSettings,
-    _copy_live_prefix,
-    _meta_program,
-    kernel_args,
-    kernel_constexprs,
-    launch_settings,
-)
+from .scan import META_PROGRAMS, _copy_live_prefix, _meta_program
 
 
 @triton.jit
@@ -104,14 +96,3 @@ def _dsa_decode_metadata_kernel(
             BLOCK_COLS,
             1,
         )
-
-
-def dsa_decode_metadata(
-    inputs: DSAForwardInputs, out: DSAMetadata, settings: LaunchSettings | None = None
-) -> None:
-    """Build DECODE metadata into `out` in one launch; no host sync."""
-    rows = check_build_args(ForwardMode.DECODE, inputs, out)
-    settings = settings or launch_settings(rows, inputs.bs, out.geometry)
-    _dsa_decode_metadata_kernel[settings.grid(inputs.bs)](
-        *kernel_args(inputs, out), inputs.bs, rows, **kernel_constexprs(out.geometry, settings)
-    )

@@ -2,7 +2,8 @@
 
 DRAFT_EXTEND: T rows per request, acc[b] of them accepted; row j sees
 seq_lens[b] - acc[b] + min(j, acc[b] - 1) + 1 keys (padded rows repeat the last accepted row).
-Layout of the launch and the shared building blocks: `scan.py`. Reference: `ordinary_metadata.py`.
+Layout of the launch and the shared building blocks: `scan.py`; the host side (checks, launch
+settings, the launch itself): `bound.py`. Reference: `ordinary_metadata.py`.
 """
 
 from __future__ import annotations
@@ -10,16 +11,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from ..dsa_metadata import DSAForwardInputs, DSAMetadata, ForwardMode, check_build_args
-from .scan import (
-    META_PROGRAMS,
-    LaunchSettings,
-    _copy_live_prefix,
-    _meta_program,
-    kernel_args,
-    kernel_constexprs,
-    launch_settings,
-)
+from .scan import META_PROGRAMS, _copy_live_prefix, _meta_program
 
 
 @triton.jit
@@ -110,14 +102,3 @@ def _dsa_draft_extend_metadata_kernel(
             BLOCK_COLS,
             T,
         )
-
-
-def dsa_draft_extend_metadata(
-    inputs: DSAForwardInputs, out: DSAMetadata, settings: LaunchSettings | None = None
-) -> None:
-    """Build DRAFT_EXTEND metadata into `out` in one launch; no host sync."""
-    rows = check_build_args(ForwardMode.DRAFT_EXTEND, inputs, out)
-    settings = settings or launch_settings(rows, inputs.bs, out.geometry)
-    _dsa_draft_extend_metadata_kernel[settings.grid(inputs.bs)](
-        *kernel_args(inputs, out), inputs.bs, rows, **kernel_constexprs(out.geometry, settings)
-    )
