@@ -316,10 +316,18 @@ def kernel_diff(
     sorted by ``|delta_us_per_step|``, largest first.
     """
 
+    def totals(ops: pd.DataFrame) -> pd.DataFrame:
+        """Count and µs per (name, kind) of one run, indexed by plain strings (names may be
+        categorical: grouped by code, millions of rows in ~0.1 s)."""
+        g = ops.groupby(["name", "kind"], observed=True, sort=False)["dur_us"].agg(["size", "sum"])
+        g.index = pd.MultiIndex.from_arrays(
+            [g.index.get_level_values(i).astype(str) for i in (0, 1)], names=["name", "kind"]
+        )
+        return g.set_axis(["count", "us"], axis=1)
+
     def pooled(side: Sequence[tuple[pd.DataFrame, int]]) -> pd.DataFrame:
         steps = sum(n for _, n in side)
-        ops = pd.concat([o[["name", "kind", "dur_us"]] for o, _ in side], ignore_index=True)
-        g = ops.groupby(["name", "kind"]).agg(count=("dur_us", "size"), us=("dur_us", "sum"))
+        g = pd.concat([totals(o) for o, _ in side]).groupby(level=["name", "kind"]).sum()
         return g / max(steps, 1)
 
     b, a = pooled(before), pooled(after)
