@@ -1,0 +1,73 @@
+"""``run_split``: both lists run, a failing or hanging child's jobs are redone here (their error
+raised here), and without fork the jobs run in order in this process."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from specscope.reports import parallel
+
+needs_fork = pytest.mark.skipif(not parallel.can_fork(), reason="fork is not used here")
+
+
+def writer(path: Path, text: str):
+    def job() -> None:
+        path.write_text(f"{text} {os.getpid()}")
+
+    return job
+
+
+@needs_fork
+def test_the_child_runs_its_jobs(tmp_path):
+    here, there = tmp_path / "here", tmp_path / "there"
+    parallel.run_split([writer(here, "a")], [writer(there, "b")])
+    assert here.read_text() == f"a {os.getpid()}"
+    text, pid = there.read_text().split()
+    assert text == "b" and int(pid) != os.getpid()  # drawn by the child
+
+
+@needs_fork
+def test_a_failing_child_is_redone_here(tmp_path):
+    marker = tmp_path / "ran here"
+    parent = os.getpid()
+
+    def fails_in_child() -> None:
+        if os.getpid() != parent:
+            raise RuntimeError("child")
+        marker.write_text("ok")
+
+    parallel.run_split([], [fails_in_child])
+    assert marker.read_text() == "ok"
+
+    def always_fails() -> None:
+        raise ValueError("bad input")
+
+    with pytest.raises(ValueError, match="bad input"):
+        parallel.run_split([], [always_fails])
+
+
+@needs_fork
+def test_a_hanging_child_is_killed_and_redone_here(tmp_path):
+    marker = tmp_path / "ran here"
+    parent = os.getpid()
+
+    def hangs_in_child() -> None:
+        if os.getpid() != parent:
+            time.sleep(60)
+        marker.write_text("ok")
+
+    started = time.monotonic()
+    parallel.run_split([], [hangs_in_child], timeout_s=0.3)
+    assert marker.read_text() == "ok"
+    assert time.monotonic() - started < 30
+
+
+def test_without_fork_the_jobs_run_in_order(tmp_path, monkeypatch):
+    monkeypatch.setattr(parallel, "can_fork", lambda: False)
+    order = []
+    parallel.run_split([lambda: order.append(1)], [lambda: order.append(2)])
+    assert order == [1, 2]
