@@ -14,6 +14,12 @@ from specscope.reports import parallel
 needs_fork = pytest.mark.skipif(not parallel.can_fork(), reason="fork is not used here")
 
 
+@pytest.fixture(autouse=True)
+def idle(monkeypatch):
+    """As on an idle machine, whatever the load while the tests run."""
+    monkeypatch.setattr(parallel, "idle_cpu", lambda: True)
+
+
 def writer(path: Path, text: str):
     def job() -> None:
         path.write_text(f"{text} {os.getpid()}")
@@ -71,3 +77,13 @@ def test_without_fork_the_jobs_run_in_order(tmp_path, monkeypatch):
     order = []
     parallel.run_split([lambda: order.append(1)], [lambda: order.append(2)])
     assert order == [1, 2]
+
+
+@pytest.mark.parametrize(
+    "cpus, load, idle", [(2, 0.5, True), (2, 1.0, True), (2, 1.6, False), (1, 0.0, False)]
+)
+def test_a_child_only_with_an_idle_cpu(monkeypatch, cpus, load, idle):
+    monkeypatch.undo()  # the real idle_cpu, on a pretend machine
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: set(range(cpus)), raising=False)
+    monkeypatch.setattr(os, "getloadavg", lambda: (load, load, load))
+    assert parallel.idle_cpu() is idle
