@@ -87,3 +87,11 @@ def test_a_child_only_with_an_idle_cpu(monkeypatch, cpus, load, idle):
     monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: set(range(cpus)), raising=False)
     monkeypatch.setattr(os, "getloadavg", lambda: (load, load, load))
     assert parallel.idle_cpu() is idle
+
+
+def test_the_collector_is_frozen_while_the_jobs_run():
+    import gc
+
+    counts = []
+    parallel.run_split([lambda: counts.append(gc.get_freeze_count())], [])
+    assert counts[0] > 0 and gc.get_freeze_count() == 0
