@@ -36,18 +36,26 @@ def test_the_child_runs_its_jobs(tmp_path):
     assert text == "b" and int(pid) != os.getpid()  # drawn by the child
 
 
-@needs_fork
-def test_a_failing_child_is_redone_here(tmp_path):
-    marker = tmp_path / "ran here"
+def misbehaves_in_child(marker: Path, misbehave):
+    """A job that calls ``misbehave`` in a forked child and writes ``marker`` in this process."""
     parent = os.getpid()
 
-    def fails_in_child() -> None:
+    def job() -> None:
         if os.getpid() != parent:
-            raise RuntimeError("child")
+            misbehave()
         marker.write_text("ok")
 
-    parallel.run_split([], [fails_in_child])
-    assert marker.read_text() == "ok"
+    return job
+
+
+def fail() -> None:
+    raise RuntimeError("child")
+
+
+@needs_fork
+def test_a_failing_child_is_redone_here(tmp_path):
+    parallel.run_split([], [misbehaves_in_child(tmp_path / "ran here", fail)])
+    assert (tmp_path / "ran here").read_text() == "ok"
 
     def always_fails() -> None:
         raise ValueError("bad input")
@@ -58,17 +66,10 @@ def test_a_failing_child_is_redone_here(tmp_path):
 
 @needs_fork
 def test_a_hanging_child_is_killed_and_redone_here(tmp_path):
-    marker = tmp_path / "ran here"
-    parent = os.getpid()
-
-    def hangs_in_child() -> None:
-        if os.getpid() != parent:
-            time.sleep(60)
-        marker.write_text("ok")
-
     started = time.monotonic()
-    parallel.run_split([], [hangs_in_child], timeout_s=0.3)
-    assert marker.read_text() == "ok"
+    job = misbehaves_in_child(tmp_path / "ran here", lambda: time.sleep(60))
+    parallel.run_split([], [job], timeout_s=0.3)
+    assert (tmp_path / "ran here").read_text() == "ok"
     assert time.monotonic() - started < 30
 
 
