@@ -11,13 +11,15 @@ import pytest
 
 from specscope.reports import parallel
 
-needs_fork = pytest.mark.skipif(not parallel.can_fork(), reason="fork is not used here")
+needs_fork = pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork here")
 
 
 @pytest.fixture(autouse=True)
 def idle(monkeypatch):
-    """As on an idle machine, whatever the load while the tests run."""
+    """As on an idle machine, whatever the load while the tests run, and with no other thread
+    (an earlier test may leave one behind; :func:`test_no_fork_beside_another_thread`)."""
     monkeypatch.setattr(parallel, "idle_cpu", lambda: True)
+    monkeypatch.setattr(parallel, "can_fork", lambda: hasattr(os, "fork"))
 
 
 def writer(path: Path, text: str):
@@ -96,3 +98,17 @@ def test_the_collector_is_frozen_while_the_jobs_run():
     counts = []
     parallel.run_split([lambda: counts.append(gc.get_freeze_count())], [])
     assert counts[0] > 0 and gc.get_freeze_count() == 0
+
+
+def test_no_fork_beside_another_thread(monkeypatch):
+    import threading
+
+    monkeypatch.undo()  # the real can_fork
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait)
+    other.start()
+    try:
+        assert not parallel.can_fork()
+    finally:
+        stop.set()
+        other.join()
