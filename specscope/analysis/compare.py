@@ -14,6 +14,24 @@ the CI is the ``(1 - confidence) / 2`` and ``(1 + confidence) / 2`` quantiles of
 differences. The generator is seeded from ``seed`` and the metric name, so a metric's CI does
 not depend on which other metrics are compared.
 
+**How a resample's median is drawn** (:func:`bootstrap_medians`). A resample's median depends
+only on which *ranks* of the sorted steps it drew, so it is drawn from its exact distribution
+instead of drawing ``n`` indices and partitioning them (issue 19: 2000 resamples of 16 000
+steps for 45 metrics took 11 s; this takes milliseconds). With ``x`` sorted, a resample is
+``x[floor(n U_1)], ..., x[floor(n U_n)]`` for ``n`` uniforms ``U_i``; ``floor`` and ``x`` are
+monotone, so its ``k``-th smallest value is ``x[floor(n U_(k))]``, where ``U_(k)``, the
+``k``-th smallest of ``n`` uniforms, is ``Beta(k, n - k + 1)``. For even ``n`` the median also
+needs the next one: given ``U_(k) = u`` the other ``n - k`` uniforms are uniform on
+``(u, 1)``, so ``U_(k+1) = u + (1 - u) Beta(1, n - k)``::
+
+    sorted steps  x[0] x[1] ... x[n-1]
+    odd n   (k = (n+1)/2):  median* = x[floor(n U_(k))]
+    even n  (k = n/2):      median* = (x[floor(n U_(k))] + x[floor(n U_(k+1))]) / 2
+
+This is the same bootstrap (the medians have exactly the distribution of the medians of
+resamples with replacement), so CIs and verdicts differ from the former draw-and-partition
+implementation only by Monte Carlo noise, as they would between two seeds.
+
 **Verdict** (:class:`Verdict`), decided in this order::
 
     either side has no value            -> unavailable
@@ -159,6 +177,20 @@ def side_stats(frames: Sequence[pd.DataFrame], metric: str) -> dict:
     return {"n": len(v), "p10": p10, "p50": p50, "p90": p90, "spread": spread, "runs": len(medians)}
 
 
+def bootstrap_medians(values: np.ndarray, n_boot: int, rng: np.random.Generator) -> np.ndarray:
+    """The medians of ``n_boot`` resamples (with replacement) of ``values``, drawn as ranks of
+    the sorted values from their exact distribution (module doc); ``values`` non-empty."""
+    x = np.sort(values)
+    n = len(x)
+    k = (n + 1) // 2  # 1-based rank of the (lower) middle value
+    u = rng.beta(k, n - k + 1, n_boot)  # U_(k) of n uniforms
+    lower = x[np.minimum((n * u).astype(np.int64), n - 1)]
+    if n % 2:
+        return lower
+    u_next = u + (1 - u) * rng.beta(1, n - k, n_boot)  # U_(k+1)
+    return (lower + x[np.minimum((n * u_next).astype(np.int64), n - 1)]) / 2
+
+
 def bootstrap_ci(
     before: np.ndarray,
     after: np.ndarray,
@@ -174,8 +206,8 @@ def bootstrap_ci(
         d = float(after[0] - before[0])
         return (d, d)
     rng = np.random.default_rng(seed)
-    b = np.median(before[rng.integers(0, len(before), (n_boot, len(before)))], axis=1)
-    a = np.median(after[rng.integers(0, len(after), (n_boot, len(after)))], axis=1)
+    b = bootstrap_medians(before, n_boot, rng)
+    a = bootstrap_medians(after, n_boot, rng)
     lo, hi = np.quantile(a - b, [(1 - confidence) / 2, (1 + confidence) / 2])
     return float(lo), float(hi)
 
@@ -284,10 +316,18 @@ def kernel_diff(
     sorted by ``|delta_us_per_step|``, largest first.
     """
 
+    def totals(ops: pd.DataFrame) -> pd.DataFrame:
+        """Count and µs per (name, kind) of one run, indexed by plain strings (names may be
+        categorical: grouped by code, millions of rows in ~0.1 s)."""
+        g = ops.groupby(["name", "kind"], observed=True, sort=False)["dur_us"].agg(["size", "sum"])
+        g.index = pd.MultiIndex.from_arrays(
+            [g.index.get_level_values(i).astype(str) for i in (0, 1)], names=["name", "kind"]
+        )
+        return g.set_axis(["count", "us"], axis=1)
+
     def pooled(side: Sequence[tuple[pd.DataFrame, int]]) -> pd.DataFrame:
         steps = sum(n for _, n in side)
-        ops = pd.concat([o[["name", "kind", "dur_us"]] for o, _ in side], ignore_index=True)
-        g = ops.groupby(["name", "kind"]).agg(count=("dur_us", "size"), us=("dur_us", "sum"))
+        g = pd.concat([totals(o) for o, _ in side]).groupby(level=["name", "kind"]).sum()
         return g / max(steps, 1)
 
     b, a = pooled(before), pooled(after)

@@ -10,33 +10,30 @@ import math
 from collections.abc import Sequence
 from pathlib import Path
 
-import matplotlib
+import numpy as np
+import pandas as pd
+from matplotlib import rc_context
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
 
-matplotlib.use("Agg")
-
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-from matplotlib.lines import Line2D  # noqa: E402
-from matplotlib.patches import Patch  # noqa: E402
-
-from specscope.analysis.catalog import CATALOG, find, unit  # noqa: E402
-from specscope.analysis.composition import COMPOSITION  # noqa: E402
-from specscope.reports.markdown import display_name  # noqa: E402
-from specscope.reports.style import (  # noqa: E402
+from specscope.analysis.catalog import CATALOG, find, unit
+from specscope.analysis.composition import COMPOSITION
+from specscope.reports.markdown import display_name
+from specscope.reports.style import (
     ANCHOR_LINES,
     COMPOSITION_COLOURS,
     COMPOSITION_NAMES,
-    DPI,
     FOOTER_IN,
     INPUT_COLOURS,
     WIDTH_IN,
     Stamp,
     anchor_colours,
+    new_figure,
     rc,
+    save_png,
     stamp,
 )
-from specscope.reports.text import unit_text  # noqa: E402
+from specscope.reports.text import unit_text
 
 
 def plotted_metrics(frames: Sequence[pd.DataFrame]) -> list[str]:
@@ -61,7 +58,8 @@ def _grid(n: int, ncols: int = 3, row_h: float = 4.6):
     ncols = max(1, min(ncols, n))
     nrows = max(1, math.ceil(n / ncols))
     height = row_h * nrows + 1.6 + FOOTER_IN
-    fig, axes = plt.subplots(nrows, ncols, figsize=(WIDTH_IN, height), squeeze=False)
+    fig = new_figure(figsize=(WIDTH_IN, height))
+    axes = fig.subplots(nrows, ncols, squeeze=False)
     gap_in = 1.1  # title above + tick labels and x label below each row
     fig.subplots_adjust(
         left=0.06,
@@ -89,14 +87,13 @@ def _legend(fig, handles: list, height: float, ncol: int) -> None:
 
 
 def _empty(path: Path, title: str, message: str, stamp_: Stamp | None) -> Path:
-    with plt.rc_context(rc()):
+    with rc_context(rc()):
         height = 3 + FOOTER_IN
-        fig = plt.figure(figsize=(WIDTH_IN, height))
+        fig = new_figure(figsize=(WIDTH_IN, height))
         fig.suptitle(title, fontsize=16)
         fig.text(0.5, 0.5, message, ha="center", va="center")
         stamp(fig, stamp_, height, gaps=False)
-        fig.savefig(path, dpi=DPI)
-        plt.close(fig)
+        save_png(fig, path)
     return path
 
 
@@ -135,7 +132,7 @@ def distributions_figure(
     if not metrics:
         return _empty(path, title, "no gap, idle or memcpy values in any input", stamp_)
     rng = np.random.default_rng(0)  # jitter only; fixed so the picture is reproducible
-    with plt.rc_context(rc()):
+    with rc_context(rc()):
         fig, axes, height = _grid(len(metrics))
         for ax, metric in zip(axes, metrics, strict=True):
             data = [
@@ -171,8 +168,7 @@ def distributions_figure(
         handles = [Patch(color=_colour(i), label=lab) for i, lab in enumerate(labels)]
         _legend(fig, handles, height, min(len(labels), 6))
         stamp(fig, stamp_, height)
-        fig.savefig(path, dpi=DPI)
-        plt.close(fig)
+        save_png(fig, path)
     return path
 
 
@@ -192,7 +188,7 @@ def steps_figure(
     title = "Per-step values over the capture (step number as in the trace; warm-up skipped)"
     if not metrics:
         return _empty(path, title, "no gap or idle values in any input", stamp_)
-    with plt.rc_context(rc()):
+    with rc_context(rc()):
         fig, axes, height = _grid(len(metrics), ncols=2, row_h=4.2)
         for ax, metric in zip(axes, metrics, strict=True):
             for i, f in enumerate(frames):
@@ -213,8 +209,7 @@ def steps_figure(
         handles.append(Line2D([], [], color="gray", ls=":", label="median"))
         _legend(fig, handles, height, min(len(handles), 7))
         stamp(fig, stamp_, height)
-        fig.savefig(path, dpi=DPI)
-        plt.close(fig)
+        save_png(fig, path)
     return path
 
 
@@ -233,8 +228,9 @@ def composition_figure(
     title = (
         "Where the median step's GPU time goes (window split by category; overlaps counted once)"
     )
-    with plt.rc_context(rc()):
-        fig, ax = plt.subplots(figsize=(WIDTH_IN, height))
+    with rc_context(rc()):
+        fig = new_figure(figsize=(WIDTH_IN, height))
+        ax = fig.subplots()
         ax.set_axisbelow(True)
         totals = [float(c.sum()) for c in compositions if c is not None]
         span = max(totals, default=1.0)
@@ -273,6 +269,5 @@ def composition_figure(
         fig.subplots_adjust(
             left=0.08, right=0.99, top=1 - 0.9 / height, bottom=(1.35 + FOOTER_IN) / height
         )
-        fig.savefig(path, dpi=DPI)
-        plt.close(fig)
+        save_png(fig, path)
     return path

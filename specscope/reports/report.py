@@ -18,7 +18,7 @@ from pathlib import Path
 from specscope.analysis.compare import Comparison, Level
 from specscope.analysis.composition import MedianStep
 from specscope.analysis.inputs import ResolvedInput
-from specscope.reports import figures, html, markdown, timeline
+from specscope.reports import figures, html, markdown, parallel, timeline
 from specscope.reports.style import Stamp, pretty_gap
 
 FILES = (
@@ -151,22 +151,36 @@ def _write_figures(
     views: Sequence[MedianStep | None],
     highlight: str | None,
 ) -> None:
-    """Draw the four PNGs of :data:`FILES` (timeline, distributions, steps, composition)."""
+    """Draw the four PNGs of :data:`FILES` (timeline, distributions, steps, composition), two
+    of them in a forked child where that is possible (:func:`parallel.run_split`)."""
     frames = [i.analysis.frame for i in inputs]
     s = figure_stamp(inputs, labels)
-    timeline.timeline_figure(views, labels, paths["timeline.png"], highlight=highlight, stamp_=s)
     order = timeline.anchor_order(views)  # one colour per anchor in every figure
-    figures.distributions_figure(
-        frames, labels, paths["distributions.png"], stamp_=s, anchors=order
-    )
-    figures.steps_figure(frames, labels, paths["steps.png"], stamp_=s, anchors=order)
-    figures.composition_figure(
-        [v.composition if v else None for v in views],
-        labels,
-        paths["composition.png"],
-        steps=[v.step if v else None for v in views],
-        stamp_=s,
-    )
+
+    def timeline_png() -> None:
+        timeline.timeline_figure(
+            views, labels, paths["timeline.png"], highlight=highlight, stamp_=s
+        )
+
+    def composition_png() -> None:
+        figures.composition_figure(
+            [v.composition if v else None for v in views],
+            labels,
+            paths["composition.png"],
+            steps=[v.step if v else None for v in views],
+            stamp_=s,
+        )
+
+    def distributions_png() -> None:
+        figures.distributions_figure(
+            frames, labels, paths["distributions.png"], stamp_=s, anchors=order
+        )
+
+    def steps_png() -> None:
+        figures.steps_figure(frames, labels, paths["steps.png"], stamp_=s, anchors=order)
+
+    # about equal halves of the drawing time (timeline ~40 %, composition ~10 %)
+    parallel.run_split([timeline_png, composition_png], [distributions_png, steps_png])
 
 
 def _figure_list(gap: str, highlight: str | None) -> list[dict[str, str]]:

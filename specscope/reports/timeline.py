@@ -15,27 +15,24 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-import matplotlib
+from matplotlib import rc_context
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
 
-matplotlib.use("Agg")
-
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.lines import Line2D  # noqa: E402
-from matplotlib.patches import Patch  # noqa: E402
-
-from specscope.analysis.composition import GapTimeline, MedianStep, OpCategory  # noqa: E402
-from specscope.reports.style import (  # noqa: E402
+from specscope.analysis.composition import GapTimeline, MedianStep, OpCategory
+from specscope.reports.style import (
     ANCHOR_COLOURS,
     ANCHOR_LINES,
     CATEGORY_COLOURS,
-    DPI,
     FOOTER_IN,
     HIGHLIGHT,
     WIDTH_IN,
     Stamp,
     anchor_colours,
+    new_figure,
     pretty_gap,
     rc,
+    save_png,
     stamp,
 )
 
@@ -324,10 +321,10 @@ def timeline_axes(
     heights = [0.6 * (top - bottom) + 0.6 for top, bottom in zip(tops, bottoms, strict=True)]
     bottom_in = 1.85 + FOOTER_IN
     total = sum(heights) + 0.9 * (len(views) - 1) + 1.15 + bottom_in
-    fig, axes = plt.subplots(
+    fig = new_figure(figsize=(WIDTH_IN, total))
+    axes = fig.subplots(
         len(views),
         1,
-        figsize=(WIDTH_IN, total),
         sharex=True,
         gridspec_kw={"height_ratios": heights},
         squeeze=False,
@@ -390,8 +387,7 @@ def timeline_figure(
     stamp_: Stamp | None = None,
 ) -> Path:
     """Draw the inputs' median steps (None: no operations stored) into ``path`` (1600 px wide)."""
-    with plt.rc_context(rc()):
+    with rc_context(rc()):
         fig, _ = timeline_axes(views, labels, highlight=highlight, stamp_=stamp_)
-        fig.savefig(path, dpi=DPI)
-        plt.close(fig)
+        save_png(fig, path)
     return path

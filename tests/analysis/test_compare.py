@@ -20,6 +20,7 @@ from specscope.analysis.compare import (
     Level,
     Verdict,
     bootstrap_ci,
+    bootstrap_medians,
     comparability,
     compare_frames,
     compare_runs,
@@ -189,6 +190,18 @@ def test_bootstrap_is_seeded_and_reproducible() -> None:
     # a metric's CI does not depend on the other metrics compared
     alone = compare_frames(f1[["idle_us"]], f2[["idle_us"]])
     assert alone.loc["idle_us", "ci_low"] == compare_frames(f1, f2).loc["idle_us", "ci_low"]
+
+
+@pytest.mark.parametrize("n", [1, 2, 7, 8, 41])
+def test_bootstrap_medians_have_the_resampled_distribution(n: int) -> None:
+    """Medians drawn as order statistics are distributed as medians of real resamples."""
+    rng = np.random.default_rng(n)
+    x = np.round(rng.normal(0, 1, n), 1)  # rounded: ties, as in µs-rounded or count metrics
+    direct = np.median(x[rng.integers(0, n, (40_000, n))], axis=1)
+    drawn = bootstrap_medians(x, 40_000, np.random.default_rng(7))
+    grid = np.union1d(direct, drawn)
+    cdf = [np.searchsorted(np.sort(m), grid, side="right") / len(m) for m in (direct, drawn)]
+    assert np.abs(cdf[0] - cdf[1]).max() < 0.015  # two-sample KS; 99.9 % critical value ~0.014
 
 
 @pytest.mark.parametrize(

@@ -165,6 +165,8 @@ def test_report_span_stamps_every_figure(tmp_path, monkeypatch):
 
     monkeypatch.setattr("specscope.reports.timeline.stamp", spy)
     monkeypatch.setattr("specscope.reports.figures.stamp", spy)
+    # every figure drawn in this process, where the spy sees it (not two in a forked child)
+    monkeypatch.setattr("specscope.reports.parallel.can_fork", lambda: False)
     before = DATA / "eagle_node_before.sqlite"
     _report(tmp_path, before, AFTER, "--skip", "1", "--min-steps", "5", "--span", "400")
     assert len(stamped) == 4  # timeline, distributions, steps, composition
