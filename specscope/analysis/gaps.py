@@ -156,19 +156,17 @@ def pair_values(steps: Steps, ext: pd.DataFrame | None = None) -> dict[str, np.n
 def gap_attribution(steps: Steps) -> pd.DataFrame:
     """The :func:`attribution_columns` per kept step (index: step; module doc)."""
     kept = steps.kept
-    out = pd.DataFrame(
-        {c: np.full(len(kept), np.nan) for c in attribution_columns(steps.spec.anchor_names)},
-        index=pd.Index(kept, name="step"),
-    )
+    index = pd.Index(kept, name="step")
+    nan = np.full(len(kept), np.nan)
+    cols = dict.fromkeys(attribution_columns(steps.spec.anchor_names), nan)
     if len(steps.anchors) == 0:
-        return out
+        return pd.DataFrame(cols, index=index)
     ext = anchor_extents(steps)
     if len(steps.anchors) >= 2:
         values = pair_values(steps, ext)
         for metric in PAIR_METRICS:
             frame = pair_frame(steps, values[metric], f"{metric}:")
-            for col in frame.columns:
-                out[col] = frame[col].reindex(kept).to_numpy()
+            cols.update((col, frame[col].reindex(kept).to_numpy()) for col in frame.columns)
     a = steps.anchors
     rows = pd.DataFrame(
         {
@@ -179,6 +177,5 @@ def gap_attribution(steps: Steps) -> pd.DataFrame:
     )
     rows = rows[rows["step"] >= 0]
     latency = rows.groupby(["step", "metric"], sort=False)["value"].first().unstack()
-    for col in latency.columns:
-        out[col] = latency[col].reindex(kept).to_numpy()
-    return out
+    cols.update((col, latency[col].reindex(kept).to_numpy()) for col in latency.columns)
+    return pd.DataFrame(cols, index=index)  # in one piece (many anchors: many columns)

@@ -8,9 +8,10 @@ instantiated from (see :attr:`Trace.graph_launches`), the same number for both m
 program, since ids count up per process in creation order.
 
 **Cycles** (:func:`find_cycles`): the thread's launch sequence (graph ids by launch call start),
-cut greedily from the front into runs ``[ids] x repetitions``: at each position the shortest
-period (up to ``max_period``) whose repetitions cover the most launches, if it repeats at least
-``min_repetitions`` times; launches in no such run are left out. A cycle therefore starts with
+cut greedily from the front into runs ``[ids] x repetitions``: at each position the period
+that holds each graph once (it ends before the next launch of the position's graph; up to
+``max_period`` launches), if it repeats at least ``min_repetitions`` times; launches in no such
+run are left out. A cycle therefore starts with
 the graph launched first in its run::
 
     launches  19 7 31 19 7 31 19 7 31 22 10 34 22 10 34
@@ -93,32 +94,48 @@ class ThreadGraphs:
         }
 
 
-def _repetitions(seq: list[int], i: int, period: int) -> int:
-    """How many times ``seq[i:i+period]`` repeats back to back from ``i``."""
-    n = 1
-    while seq[i + n * period : i + (n + 1) * period] == seq[i : i + period]:
-        n += 1
-    return n
+def _next_same(seq: np.ndarray) -> np.ndarray:
+    """For each position, the distance to the next launch of the same graph (0: none)."""
+    n = len(seq)
+    order = np.lexsort((np.arange(n), seq))  # by graph, then position
+    out = np.zeros(n, dtype=np.int64)
+    same = seq[order[1:]] == seq[order[:-1]]
+    out[order[:-1][same]] = order[1:][same] - order[:-1][same]
+    return out
 
 
-def find_cycles(seq: list[int], *, max_period: int = 16, min_repetitions: int = 2) -> list[Cycle]:
-    """The repeating runs of the launch sequence ``seq`` (see the module doc)."""
+def _run_lengths(x: np.ndarray) -> np.ndarray:
+    """For each position, how many positions from it on hold the same value in a row."""
+    n = len(x)
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    starts = np.flatnonzero(np.r_[True, x[1:] != x[:-1]])
+    ends = np.r_[starts[1:], n]
+    run_end = np.repeat(ends, ends - starts)
+    return run_end - np.arange(n)
+
+
+def find_cycles(seq: list[int], *, max_period: int = 1024, min_repetitions: int = 2) -> list[Cycle]:
+    """The repeating runs of the launch sequence ``seq`` (see the module doc).
+
+    A period holds each graph once, so the only period that can start at position ``i`` is
+    ``p``, the distance to the next launch of ``seq[i]``; ``seq[i:i+p]`` repeats ``r`` times
+    exactly when the next ``(r-1)p`` positions each see their graph again ``p`` launches
+    later. One candidate per position, so the search is linear in the launches whatever
+    ``max_period`` (long cycles too: vLLM's piecewise graphs launch dozens per step)."""
+    ids = np.asarray(seq, dtype=np.int64)
+    nxt = _next_same(ids)
+    same_run = _run_lengths(nxt)  # positions in a row whose next launch is as far
+    reps = np.where(nxt > 0, same_run // np.maximum(nxt, 1) + 1, 0)
+    ok = (nxt > 0) & (nxt <= max_period) & (reps >= min_repetitions)
+    starts = np.flatnonzero(ok)
     cycles: list[Cycle] = []
     i = 0
-    while i < len(seq):
-        best = (0, 0)  # (launches covered, period)
-        for period in range(1, min(max_period, (len(seq) - i) // min_repetitions) + 1):
-            if len(set(seq[i : i + period])) < period:
-                continue  # a graph twice in one period: a multiple of a shorter cycle
-            reps = _repetitions(seq, i, period)
-            if reps >= min_repetitions and reps * period > best[0]:
-                best = (reps * period, period)
-        if best[0] == 0:
-            i += 1
-            continue
-        covered, period = best
-        cycles.append(Cycle(tuple(seq[i : i + period]), covered // period, i))
-        i += covered
+    while (k := int(np.searchsorted(starts, i))) < len(starts):
+        i = int(starts[k])
+        period, r = int(nxt[i]), int(reps[i])
+        cycles.append(Cycle(tuple(seq[i : i + period]), r, i))
+        i += r * period
     return cycles
 
 

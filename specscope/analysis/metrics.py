@@ -228,18 +228,16 @@ def per_step_metrics(
             if trace.capture_mode is CaptureMode.NO_CUDA
             else no_launch_note(trace)
         )
-        unavailable = {}
-        for col in [*_GPU_METRICS, *gap_cols, *kernel_cols, *api_cols]:
-            out[col] = np.nan
-            unavailable[col] = why
-        return StepMetrics(out, unavailable, list(steps.notes))
+        missing = [*_GPU_METRICS, *gap_cols, *kernel_cols, *api_cols]
+        out = _joined(out, dict.fromkeys(missing, np.full(len(out), np.nan)))
+        return StepMetrics(out, dict.fromkeys(missing, why), list(steps.notes))
     window_start = _window_metrics(out, steps)
     unavailable = _count_metrics(out, steps, patterns, trace.capture_mode)
-    _gap_metrics(out, steps, gap_cols)
+    cols = _gap_metrics(steps, gap_cols)
     attribution = gaps.gap_attribution(steps)
-    for col in attribution.columns:
-        out[col] = attribution[col].to_numpy()
-    _api_metrics(out, trace, steps)
+    cols.update((col, attribution[col].to_numpy()) for col in attribution.columns)
+    cols.update(_api_metrics(trace, steps))
+    out = _joined(out, cols)
     notes = list(steps.notes)
     if patterns and trace.capture_mode is CaptureMode.GRAPH:
         notes.append(
@@ -441,8 +439,16 @@ def _distinct_per_step(pos: np.ndarray, corr: np.ndarray, n: int) -> np.ndarray:
     return np.bincount(pairs["pos"].to_numpy(), minlength=n)
 
 
-def _gap_metrics(out: pd.DataFrame, steps: Steps, gap_cols: list[str]) -> None:
-    """``gap_us:A->B`` between the GPU work of consecutive anchor instances."""
+def _joined(out: pd.DataFrame, cols: dict[str, np.ndarray]) -> pd.DataFrame:
+    """``out`` with the columns ``cols`` (values per kept step) after its own, added in one
+    piece: a column at a time, hundreds of gap columns (many anchors) would fragment the frame
+    (and make pandas warn about it)."""
+    return pd.concat([out, pd.DataFrame(cols, index=out.index)], axis=1)
+
+
+def _gap_metrics(steps: Steps, gap_cols: list[str]) -> dict[str, np.ndarray]:
+    """``gap_us:A->B`` between the GPU work of consecutive anchor instances: ``gap_cols`` (NaN
+    where no step has the pair), per kept step."""
     ops = steps.ops
     a_first, a_last = _first_last(
         ops["anchor"].to_numpy(),
@@ -451,14 +457,14 @@ def _gap_metrics(out: pd.DataFrame, steps: Steps, gap_cols: list[str]) -> None:
         ops["end_ns"].to_numpy(),
     )
     gaps = _gaps(steps, a_first, a_last, "gap_us:")
-    for col in gap_cols:
-        out[col] = np.nan
-    for col in gaps.columns:
-        out[col] = gaps[col].reindex(steps.kept).to_numpy()
+    cols = dict.fromkeys(gap_cols, np.full(len(steps.kept), np.nan))
+    cols.update((col, gaps[col].reindex(steps.kept).to_numpy()) for col in gaps.columns)
+    return cols
 
 
-def _api_metrics(out: pd.DataFrame, trace: Trace, steps: Steps) -> None:
-    """``api_calls:NAME``: CUDA API calls started inside each step range on its thread."""
+def _api_metrics(trace: Trace, steps: Steps) -> dict[str, np.ndarray]:
+    """``api_calls:NAME``: CUDA API calls started inside each step range on its thread, per
+    kept step."""
     api = trace.api([n for family in API_FAMILIES.values() for n in family])
     mine = (api["pid"].to_numpy() == steps.pid) & (api["tid"].to_numpy() == steps.tid)
     all_steps = steps.all_steps
@@ -470,7 +476,9 @@ def _api_metrics(out: pd.DataFrame, trace: Trace, steps: Steps) -> None:
     names = api["name"].cat  # categories: the distinct names
     code = names.codes.to_numpy()[mine]
     in_step = a_step >= 0
+    cols = {}
     for family, members in API_FAMILIES.items():
         codes = [names.categories.get_loc(n) for n in members if n in names.categories]
         sel = in_step & np.isin(code, codes)
-        out[f"api_calls:{family}"] = np.bincount(a_step[sel], minlength=len(all_steps))[steps.kept]
+        cols[f"api_calls:{family}"] = np.bincount(a_step[sel], minlength=len(all_steps))[steps.kept]
+    return cols

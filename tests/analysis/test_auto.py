@@ -8,6 +8,7 @@ kernel pattern (:mod:`specscope.analysis.patterns`), (d) the whole capture as on
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -127,6 +128,27 @@ def test_graph_cycle_that_is_too_short_falls_through(write_export):
     path = write_export(x)
     assert only(path).choice.startswith("the whole capture")
     assert "graph launch cycle" in analyze_processes(path, min_cycles=2).processes[0].choice
+
+
+def test_b_long_cycle_of_piecewise_graphs(write_export):
+    # vLLM-style piecewise graphs: 24 graph pieces per step, an eager attention kernel between
+    # two pieces; 6 steps
+    x, t = SyntheticExport(), 0
+    for _ in range(6):
+        for piece in range(24):
+            corr = x.api("cudaGraphLaunch", t, t + 20)
+            x.graph_replay(t + 30, t + 80, corr, graph_id=100 + piece)
+            corr = x.api("cudaLaunchKernel", t + 40, t + 50)
+            x.kernel("attention", t + 90, t + 120, corr)
+            t += 200
+        t += 1_000
+    with warnings.catch_warnings():  # 24 anchors: hundreds of gap columns, in one piece
+        warnings.simplefilter("error", pd.errors.PerformanceWarning)
+        p = only(write_export(x))
+    assert "graph launch cycle [100, 101," in p.choice and "× 6" in p.choice
+    f = p.analysis.frame
+    assert len(f) == 6 and (f["graph_launches"] == 24).all()
+    assert (f["eager_kernels"].iloc[1:] == 24).all()
 
 
 @pytest.mark.parametrize(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 
 import pytest
 import testdata
@@ -23,10 +24,49 @@ DATA = testdata.DATA / "graphs"
         ([5] + [1, 2] * 4, [((1, 2), 4)]),  # a launch in no repeating run is left out
         ([1, 1, 1], [((1,), 3)]),
         ([1, 2, 3], []),
+        ([1, 2, 1, 2, 1, 3] * 2, [((1, 2), 2), ((1, 2), 2)]),  # greedy from the front
+        # vLLM's piecewise graphs: one graph per layer group, dozens per step
+        (
+            list(range(40)) * 3 + [99] + list(range(50, 90)) * 2,
+            [(tuple(range(40)), 3), (tuple(range(50, 90)), 2)],
+        ),
     ],
 )
 def test_find_cycles(seq, expected):
     assert [(c.ids, c.repetitions) for c in find_cycles(seq)] == expected
+
+
+def test_find_cycles_equals_trying_every_period():
+    """The one-candidate-period search finds what trying every period finds."""
+    rng = random.Random(7)
+
+    def every_period(seq, max_period=16):
+        out, i = [], 0
+        while i < len(seq):
+            best = (0, 0)
+            for p in range(1, min(max_period, (len(seq) - i) // 2) + 1):
+                if len(set(seq[i : i + p])) == p:
+                    r = 1
+                    while seq[i + r * p : i + (r + 1) * p] == seq[i : i + p]:
+                        r += 1
+                    if r >= 2 and r * p > best[0]:
+                        best = (r * p, p)
+            if not best[0]:
+                i += 1
+                continue
+            out.append((tuple(seq[i : i + best[1]]), best[0] // best[1], i))
+            i += best[0]
+        return out
+
+    for _ in range(500):
+        seq = []
+        while len(seq) < 50:
+            if rng.random() < 0.3:
+                seq.append(rng.randrange(12))
+            else:
+                seq += rng.sample(range(8), rng.randrange(1, 6)) * rng.randrange(1, 4)
+        found = [(c.ids, c.repetitions, c.first) for c in find_cycles(seq, max_period=16)]
+        assert found == every_period(seq), seq
 
 
 def test_roles_line_up_by_capture_order_across_buckets():
