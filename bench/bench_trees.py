@@ -1,0 +1,58 @@
+"""Time ``specscope analyze`` of two source trees on one export, alternating (before/after).
+
+    python bench/bench_trees.py EXPORT OLD_TREE NEW_TREE [--rounds 8] [-- ANALYZE ARGS...]
+
+Each round runs ``python -m specscope analyze EXPORT ARGS --format json`` once per tree (output
+to /dev/null, the tree first on ``PYTHONPATH``, bytecode cached as an installed package has
+it), so both see the same load; prints best and median wall time per tree and the 1-minute
+load average. A tree is a checkout, e.g. ``git worktree add --detach /tmp/old e3006a3``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+
+def time_once(tree: Path, export: Path, args: list[str]) -> float:
+    """Wall seconds of one analyze of ``export`` by the specscope of ``tree``."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPATH"] = str(tree)
+    cmd = [sys.executable, "-m", "specscope", "analyze", str(export), *args, "--format", "json"]
+    t0 = time.perf_counter()
+    done = subprocess.run(cmd, env=env, cwd="/", stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    wall = time.perf_counter() - t0
+    if done.returncode:
+        raise SystemExit(f"{tree}: analyze exited {done.returncode}: {done.stderr.decode()[-300:]}")
+    return wall
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    extra = argv[argv.index("--") + 1 :] if "--" in argv else []
+    argv = argv[: argv.index("--")] if "--" in argv else argv
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("export", type=Path)
+    p.add_argument("trees", type=Path, nargs=2, metavar="TREE")
+    p.add_argument("--rounds", type=int, default=8)
+    a = p.parse_args(argv)
+    times: dict[Path, list[float]] = {t: [] for t in a.trees}
+    load = os.getloadavg()[0]
+    for tree in a.trees:  # one untimed run each: caches warm, bytecode written
+        time_once(tree.resolve(), a.export.resolve(), extra)
+    for _ in range(a.rounds):
+        for tree in a.trees:
+            times[tree].append(time_once(tree.resolve(), a.export.resolve(), extra))
+    print(f"load (1 min) {load:.2f} -> {os.getloadavg()[0]:.2f}; analyze {' '.join(extra)}")
+    for tree, t in times.items():
+        runs = ", ".join(f"{x:.2f}" for x in t)
+        print(f"{tree}: best {min(t):.2f} s, median {statistics.median(t):.2f} s  [{runs}]")
+
+
+if __name__ == "__main__":
+    main()
