@@ -58,9 +58,19 @@ def _thread_projection(
     n = hi - lo
     busy = dur[hi] - dur[lo]
     span = np.zeros(len(r_start), dtype=np.int64)
-    for k in np.flatnonzero(n):
-        span[k] = g_end[lo[k] : hi[k]].max() - g_start[lo[k] : hi[k]].min()
+    some = np.flatnonzero(n)
+    if len(some):
+        span[some] = _range_reduce(np.maximum, g_end, lo[some], hi[some]) - _range_reduce(
+            np.minimum, g_start, lo[some], hi[some]
+        )
     return n, busy, span
+
+
+def _range_reduce(ufunc: np.ufunc, values: np.ndarray, lo: np.ndarray, hi: np.ndarray):
+    """``ufunc.reduce(values[lo[k]:hi[k]])`` for every k (each ``lo < hi``), in one
+    ``reduceat`` over the bounds interleaved (its odd results, between two slices, unused)."""
+    padded = np.r_[values, values[-1:]]  # an index == len(values) is valid in reduceat
+    return ufunc.reduceat(padded, np.ravel(np.c_[lo, hi]))[::2]
 
 
 def range_instances(trace: Trace) -> pd.DataFrame:
