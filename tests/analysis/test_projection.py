@@ -59,3 +59,15 @@ def test_real_export_steps_are_top_level_ranges_with_gpu_work() -> None:
     # every operation launched inside a step is projected onto it: the phases add up
     phases = table.drop(index="step")
     assert (phases["gpu_ops"] * phases["count"]).sum() == table.loc["step", "gpu_ops"] * 10
+
+
+def test_range_reduce_equals_one_slice_at_a_time():
+    from specscope.analysis.projection import _range_reduce
+
+    rng = np.random.default_rng(3)
+    values = rng.integers(0, 10_000, 300)
+    lo = rng.integers(0, 300, 1_000)
+    hi = np.minimum(lo + rng.integers(1, 80, 1_000), 300)  # nested, overlapping, to the end
+    for ufunc, ref in ((np.maximum, np.max), (np.minimum, np.min)):
+        expected = [ref(values[a:b]) for a, b in zip(lo, hi, strict=True)]
+        assert _range_reduce(ufunc, values, lo, hi).tolist() == expected
