@@ -49,6 +49,7 @@ from specscope.analysis import ranks
 from specscope.analysis.graphs import ThreadGraphs, main_cycle, thread_graphs
 from specscope.analysis.loader import Trace, load
 from specscope.analysis.patterns import find_step_kernel
+from specscope.analysis.projection import step_range_candidates
 from specscope.analysis.run import (
     DEFAULT_OPTIONS,
     Analysis,
@@ -292,13 +293,26 @@ def _zero_config(
             continue
         for a in analyses:
             a.metrics.notes.extend(failed)
-        return [_Entry(a, c.choice, c.hint) for a in analyses]
+        hint = c.hint + _range_hint(trace, pid) if c.spec.from_launches else c.hint
+        return [_Entry(a, c.choice, hint) for a in analyses]
     entries = _whole_capture(trace, pid, options)
+    for e in entries:
+        e.hint += _range_hint(trace, pid)
     for e in entries:
         e.analysis.metrics.notes.extend(failed)
     if not entries:
         skipped[f"pid {pid}"] = "; ".join(failed) or "no GPU work and no NVTX step ranges"
     return entries
+
+
+def _range_hint(trace: Trace, pid: int) -> str:
+    """``; NVTX ranges that look like steps: --step 'NAME' (...)`` for a zero-config choice
+    other than the preset's ranges (:func:`.projection.step_range_candidates`), else ''."""
+    found = step_range_candidates(trace, pid)
+    if not found:
+        return ""
+    text = ", ".join(f"--step '{n}' ({k} ranges, {ops:.0f} GPU ops each)" for n, k, ops in found)
+    return f"; NVTX ranges that look like steps: {text}"
 
 
 def _candidate_pids(trace: Trace, spec: StepSpec | None, options: AnalyzeOptions) -> list[int]:

@@ -129,3 +129,36 @@ def nvtx_ranges(trace: Trace) -> pd.DataFrame:
         .reset_index()
         .sort_values(["count", "name"], ascending=[False, True], kind="stable")
     )
+
+
+def step_range_candidates(
+    trace: Trace, pid: int, *, min_count: int = 3, limit: int = 3
+) -> list[tuple[str, int, float]]:
+    """NVTX ranges of process ``pid`` that look like steps, for the hint of a zero-config
+    analysis that chose something else: ``(name, ranges, GPU operations per range)``, most GPU
+    operations first, at most ``limit``.
+
+    A name qualifies when at least ``min_count`` of its ranges sit at depth 0 of their thread
+    (no range of the thread encloses them; module doc) and every one of those launched GPU work
+    (an operation whose launch call started inside it, on its thread). Per-op ranges (PyTorch's
+    ``emit_nvtx``) qualify too, so these are suggestions, never chosen automatically."""
+    nvtx = trace.nvtx
+    mine = nvtx[nvtx["pid"] == pid]
+    ops = trace.ops
+    launched = ops[(ops["pid"] == pid) & (ops["api_tid"] >= 0)]
+    if mine.empty or launched.empty:
+        return []
+    rows = []
+    for tid, idx in mine.groupby("tid", sort=False).indices.items():
+        start, end = mine["start_ns"].to_numpy()[idx], mine["end_ns"].to_numpy()[idx]
+        order = np.lexsort((-end, start))  # by start, the longer first: enclosing ones first
+        enclosed_by = np.r_[-np.inf, np.maximum.accumulate(end[order])[:-1]]
+        top = order[end[order] > enclosed_by]
+        calls = np.sort(launched["api_start_ns"].to_numpy()[launched["api_tid"].to_numpy() == tid])
+        n_ops = np.searchsorted(calls, end[top], "right") - np.searchsorted(calls, start[top])
+        rows.append(pd.DataFrame({"name": mine["name"].to_numpy()[idx][top], "ops": n_ops}))
+    top = pd.concat(rows)
+    per_name = top.groupby("name", observed=True)["ops"].agg(["size", "min", "mean"])
+    ok = per_name[(per_name["size"] >= min_count) & (per_name["min"] > 0)]
+    ok = ok.sort_values(["mean", "size"], ascending=False).head(limit)
+    return [(str(n), int(r["size"]), float(r["mean"])) for n, r in ok.iterrows()]

@@ -130,6 +130,21 @@ def test_graph_cycle_that_is_too_short_falls_through(write_export):
     assert "graph launch cycle" in analyze_processes(path, min_cycles=2).processes[0].choice
 
 
+def test_hint_names_nvtx_ranges_that_look_like_steps(write_export):
+    # kernel pattern chosen (no preset ranges); the 'train_step' ranges are suggested
+    x, t = SyntheticExport(), 0
+    for _ in range(5):
+        x.range("train_step", t, t + 3_500)
+        for name in ("embed", "attn", "mlp"):
+            corr = x.api("cudaLaunchKernel", t, t + 20)
+            x.kernel(name, t + 50, t + 500, corr)
+            t += 1_000
+        t += 2_000
+    p = only(write_export(x))
+    assert p.choice.startswith("repeating eager kernel pattern")
+    assert "NVTX ranges that look like steps: --step 'train_step' (5 ranges, 3 GPU ops" in p.hint
+
+
 def test_b_long_cycle_of_piecewise_graphs(write_export):
     # vLLM-style piecewise graphs: 24 graph pieces per step, an eager attention kernel between
     # two pieces; 6 steps

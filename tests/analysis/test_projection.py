@@ -71,3 +71,20 @@ def test_range_reduce_equals_one_slice_at_a_time():
     for ufunc, ref in ((np.maximum, np.max), (np.minimum, np.min)):
         expected = [ref(values[a:b]) for a, b in zip(lo, hi, strict=True)]
         assert _range_reduce(ufunc, values, lo, hi).tolist() == expected
+
+
+def test_step_range_candidates(write_export):
+    from specscope.analysis.loader import load
+    from specscope.analysis.projection import step_range_candidates
+
+    x = SyntheticExport()
+    for k in range(4):  # 'iteration' encloses 'layer' (depth 1); 'log' launches nothing
+        t = 10_000 * k
+        x.range("iteration", t, t + 5_000)
+        for j in range(2):
+            x.range("layer", t + 100 + 2_000 * j, t + 1_900 + 2_000 * j)
+            corr = x.api("cudaLaunchKernel", t + 200 + 2_000 * j, t + 300 + 2_000 * j)
+            x.kernel("k", t + 400 + 2_000 * j, t + 900 + 2_000 * j, corr)
+        x.range("log", t + 6_000, t + 7_000)
+    found = step_range_candidates(load(write_export(x)), 100)
+    assert found == [("iteration", 4, 2.0)]
