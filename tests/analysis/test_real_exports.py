@@ -3,7 +3,9 @@
 The H200 fixtures were made by ``scripts/record_fixtures.sh`` running ``scripts/fixture_program.py``
 (12 measured steps of an EAGLE-shaped loop; ``before``: 4 eager ``fused_metadata_copy_kernel``
 launches and 6 eager copies per prepare, ``after``: none and 2); beside each export lie the
-``nsys stats`` CSVs made from the same file, the oracle for our totals.
+``nsys stats`` CSVs made from the same file, the oracle for our totals. ``tests/data/graphs/``
+holds the graph-mode fixtures of issue 15 and ``tests/data/real/`` two third-party programs (its
+README).
 """
 
 from __future__ import annotations
@@ -20,9 +22,12 @@ from specscope.analysis.summary import totals
 H200 = ["eagle_node_before", "eagle_node_after", "eagle_graph_before"]
 # every export of tests/data/graphs/ (graph and node mode, no NVTX, two processes, eager loop)
 GRAPHS = [f"graphs/{p.stem}" for p in sorted((DATA / "graphs").glob("*.sqlite"))]
+# programs nobody instrumented for specscope (tests/data/real/README.md): HF transformers'
+# generate (eager PyTorch) and a jitted JAX loop (XLA's CUDA graphs, driver-API launches)
+REAL = [f"real/{p.stem}" for p in sorted((DATA / "real").glob("*.sqlite"))]
 
 
-@pytest.mark.parametrize("name", H200 + GRAPHS)
+@pytest.mark.parametrize("name", H200 + GRAPHS + REAL)
 def test_kernel_totals_equal_nsys_stats(name: str) -> None:
     ours = totals(load(DATA / f"{name}.sqlite"))["kernels"]
     stats = pd.read_csv(DATA / f"{name}_cuda_gpu_kern_sum.csv").set_index("Name")
@@ -32,7 +37,7 @@ def test_kernel_totals_equal_nsys_stats(name: str) -> None:
         assert ours.loc[kernel, "total_ns"] == row["Total Time (ns)"], kernel
 
 
-@pytest.mark.parametrize("name", H200 + GRAPHS)
+@pytest.mark.parametrize("name", H200 + GRAPHS + REAL)
 def test_memcpy_totals_equal_nsys_stats(name: str) -> None:
     ours = totals(load(DATA / f"{name}.sqlite"))["memory"]
     stats = pd.read_csv(DATA / f"{name}_cuda_gpu_mem_time_sum.csv").set_index("Operation")
@@ -123,3 +128,17 @@ def test_cpu_export_from_nsys_2023(name: str) -> None:
     assert f["cpu_us:verify.replay"].median() == pytest.approx(800, rel=0.2)
     assert f["cpu_us:draft.prepare"].median() == pytest.approx(200, rel=0.2)
     assert (f["cpu_step_us"] > f.filter(like="cpu_us:").sum(axis=1)).all()
+
+
+def test_programs_nobody_instrumented_without_options() -> None:
+    """Zero-config on real third-party programs: the JAX loop's steps are its CUDA graph
+    replays (one per jitted call), HF generate's are its 24 decode steps (a kernel pattern)."""
+    from specscope.analysis.auto import analyze_processes
+
+    (jax,) = analyze_processes(DATA / "real/jax_loop.sqlite").processes
+    assert "CUDA graph launch cycle" in jax.choice and jax.analysis.n_steps == 200
+    assert (jax.analysis.frame["graph_launches"] == 1).all()
+    (hf,) = analyze_processes(DATA / "real/hf_generate.sqlite").processes
+    assert "repeating eager kernel pattern" in hf.choice and hf.analysis.n_steps == 24
+    frame = hf.analysis.frame
+    assert (frame["busy_us"] > 0).all() and (frame["idle_us"] >= 0).all()
