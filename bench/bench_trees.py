@@ -1,6 +1,6 @@
-"""Time ``specscope analyze`` of two source trees on one export, alternating (before/after).
+"""Time ``specscope analyze`` of two or more source trees on one export, alternating.
 
-    python bench/bench_trees.py EXPORT OLD_TREE NEW_TREE [--rounds 8] [-- ANALYZE ARGS...]
+    python bench/bench_trees.py EXPORT OLD_TREE NEW_TREE [MORE...] [--rounds 8] [-- ARGS...]
 
 Each round runs ``python -m specscope analyze EXPORT ARGS --format json`` once per tree (output
 to /dev/null, the tree first on ``PYTHONPATH``, bytecode cached as an installed package has
@@ -38,9 +38,11 @@ def main(argv: list[str] | None = None) -> None:
     argv = argv[: argv.index("--")] if "--" in argv else argv
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("export", type=Path)
-    p.add_argument("trees", type=Path, nargs=2, metavar="TREE")
+    p.add_argument("trees", type=Path, nargs="+", metavar="TREE")
     p.add_argument("--rounds", type=int, default=8)
     a = p.parse_args(argv)
+    if len(a.trees) < 2:
+        p.error("give at least two trees")
     times: dict[Path, list[float]] = {t: [] for t in a.trees}
     load = os.getloadavg()[0]
     for tree in a.trees:  # one untimed run each: caches warm, bytecode written

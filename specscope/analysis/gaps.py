@@ -48,7 +48,7 @@ import numpy as np
 import pandas as pd
 
 from specscope.analysis.loader import CHUNK_ROWS
-from specscope.analysis.metrics import pair_frame, union_coverage
+from specscope.analysis.metrics import ops_coverage, pair_frame
 from specscope.analysis.spec import anchor_pairs
 from specscope.analysis.steps import Steps
 
@@ -140,9 +140,7 @@ def pair_values(steps: Steps, ext: pd.DataFrame | None = None) -> dict[str, np.n
     gap = b - a
     busy = np.full(len(gap), np.nan)
     ok = ~np.isnan(gap)
-    ops = steps.ops
-    covered = union_coverage(ops["start_ns"].to_numpy(), ops["end_ns"].to_numpy())
-    ends_starts = covered(np.r_[np.maximum(b[ok], a[ok]), a[ok]])  # (one pass: both at once)
+    ends_starts = ops_coverage(steps)(np.r_[np.maximum(b[ok], a[ok]), a[ok]])
     busy[ok] = ends_starts[: ok.sum()] - ends_starts[ok.sum() :]
     return {
         "gap_us": gap / 1e3,

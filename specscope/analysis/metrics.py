@@ -115,6 +115,25 @@ class StepMetrics:
     window_start_ns: pd.Series | None = None  # per step: first start of its GPU work
 
 
+WHOLE_COVERAGE_MAX = 4 * CHUNK_ROWS
+"""Up to this many operations, :func:`ops_coverage` keeps the whole prefix (three arrays of
+the operations' size: 100 MB at 4 M) and answers every later query without another pass."""
+
+
+def ops_coverage(steps):
+    """:func:`union_coverage` of ``steps.ops``, built once per :class:`Steps` (the window and
+    the gap metrics both query it). Up to :data:`WHOLE_COVERAGE_MAX` operations the prefix
+    arrays are kept whole and each query costs a binary search; above, each query is a chunked
+    pass (bounded memory)."""
+    cache = steps.__dict__
+    if "_coverage" not in cache:
+        ops = steps.ops
+        starts, ends = ops["start_ns"].to_numpy(), ops["end_ns"].to_numpy()
+        whole = len(starts) <= WHOLE_COVERAGE_MAX
+        cache["_coverage"] = union_coverage(starts, ends, len(starts) if whole else CHUNK_ROWS)
+    return cache["_coverage"]
+
+
 def union_coverage(starts: np.ndarray, ends: np.ndarray, chunk: int = CHUNK_ROWS):
     """Return ``covered(t)``: length of the union of the intervals that lies before ``t``.
 
@@ -135,6 +154,8 @@ def union_coverage(starts: np.ndarray, ends: np.ndarray, chunk: int = CHUNK_ROWS
     n = len(starts)
     first = starts[0] if order is None else starts[order[0]]
     holes_dtype = np.result_type(starts, ends)
+    if chunk >= n:  # one chunk: the prefix arrays are built once, each query a binary search
+        return _whole_coverage(starts, ends, order, holes_dtype)
 
     def covered(t: np.ndarray) -> np.ndarray:
         t = np.asarray(t)
@@ -166,6 +187,30 @@ def union_coverage(starts: np.ndarray, ends: np.ndarray, chunk: int = CHUNK_ROWS
                 end = emax[j]
                 out[by_time[a:b]] = (end - first) - holes[j] - np.maximum(end - q, 0)
             emax_before, holes_before = emax[-1], holes[-1]
+        return out
+
+    return covered
+
+
+def _whole_coverage(starts: np.ndarray, ends: np.ndarray, order, holes_dtype):
+    """:func:`union_coverage` with ``emax`` and ``holes`` (its docstring) kept for all the
+    intervals: built once, then ``covered(t)`` is a binary search per time."""
+    s = starts if order is None else starts[order]
+    emax = np.maximum.accumulate(ends if order is None else ends[order])
+    holes = np.zeros(len(s), dtype=holes_dtype)
+    np.subtract(s[1:], emax[:-1], out=holes[1:])
+    np.maximum(holes, 0, out=holes)
+    np.cumsum(holes, out=holes)
+    first = s[0]
+
+    def covered(t: np.ndarray) -> np.ndarray:
+        t = np.asarray(t)
+        out = np.zeros(len(t), dtype=np.result_type(holes_dtype, t))
+        j = np.searchsorted(s, t, side="right") - 1
+        some = j >= 0  # times before the first start: nothing covered yet
+        j, q = j[some], t[some]
+        end = emax[j]
+        out[some] = (end - first) - holes[j] - np.maximum(end - q, 0)
         return out
 
     return covered
@@ -296,7 +341,7 @@ def _window_metrics(out: pd.DataFrame, steps: Steps) -> pd.Series:
     w_end = np.maximum(w_end, w_start)  # next step's work started first: an empty window
     valid = ~np.isnan(w_start) & ~np.isnan(w_end)
     busy = np.full(len(kept), np.nan)
-    ends_starts = union_coverage(start, end)(np.r_[w_end[valid], w_start[valid]])
+    ends_starts = ops_coverage(steps)(np.r_[w_end[valid], w_start[valid]])
     busy[valid] = ends_starts[: valid.sum()] - ends_starts[valid.sum() :]
     out["window_us"] = (w_end - w_start) / 1e3
     out["busy_us"] = busy / 1e3

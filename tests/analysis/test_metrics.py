@@ -554,6 +554,7 @@ def test_per_step_metrics_do_not_depend_on_chunks(monkeypatch, export):
     monkeypatch.setattr(metrics, "CHUNK_ROWS", 7)
     monkeypatch.setattr(gaps, "CHUNK_ROWS", 7)
     monkeypatch.setattr(metrics.union_coverage, "__defaults__", (7,))
+    monkeypatch.setattr(metrics, "WHOLE_COVERAGE_MAX", 0)  # ops_coverage: the chunked pass
     chunked = analyze(path, load_preset("eagle"), options).metrics.frame
     assert whole.columns.tolist() == chunked.columns.tolist()
     np.testing.assert_array_equal(whole.to_numpy(), chunked.to_numpy())
