@@ -2,7 +2,8 @@
 
     python bench/bench_trees.py EXPORT OLD_TREE NEW_TREE [MORE...] [--rounds 8] [-- ARGS...]
 
-Each round runs ``python -m specscope analyze EXPORT ARGS --format json`` once per tree (output
+Each round runs ``python -m specscope analyze EXPORT ARGS --format json`` (or the ``--format``
+in ARGS) once per tree (output
 to /dev/null, the tree first on ``PYTHONPATH``, bytecode cached as an installed package has
 it), so both see the same load; prints best and median wall time per tree and the 1-minute
 load average. A tree is a checkout, e.g. ``git worktree add --detach /tmp/old e3006a3``.
@@ -23,7 +24,8 @@ def time_once(tree: Path, export: Path, args: list[str]) -> float:
     """Wall seconds of one analyze of ``export`` by the specscope of ``tree``."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     env["PYTHONPATH"] = str(tree)
-    cmd = [sys.executable, "-m", "specscope", "analyze", str(export), *args, "--format", "json"]
+    fmt = [] if "--format" in args else ["--format", "json"]
+    cmd = [sys.executable, "-m", "specscope", "analyze", str(export), *args, *fmt]
     t0 = time.perf_counter()
     done = subprocess.run(cmd, env=env, cwd="/", stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     wall = time.perf_counter() - t0
