@@ -308,7 +308,10 @@ def _zero_config(
 def _range_hint(trace: Trace, pid: int) -> str:
     """``; NVTX ranges that look like steps: --step 'NAME' (...)`` for a zero-config choice
     other than the preset's ranges (:func:`.projection.step_range_candidates`), else ''."""
-    found = step_range_candidates(trace, pid)
+    try:
+        found = step_range_candidates(trace, pid)
+    except Exception:  # a suggestion only: never the reason an analysis fails
+        return ""
     if not found:
         return ""
     text = ", ".join(f"--step '{n}' ({k} ranges, {ops:.0f} GPU ops each)" for n, k, ops in found)

@@ -524,15 +524,19 @@ class Trace:
 
     def _graph_event_tables(self) -> tuple[str | None, str | None]:
         """(graph events table, node events table), picked by column: 2023 exports keep node
-        events in ``CUDA_GRAPH_EVENTS``, 2025 ones in ``CUDA_GRAPH_NODE_EVENTS``."""
+        events in ``CUDA_GRAPH_EVENTS``, 2025 ones in ``CUDA_GRAPH_NODE_EVENTS``. A table
+        without the columns read from it is left out (graph ids and capture order are extras:
+        without them, node-mode ids are the executables' and roles follow launch order)."""
         graphs = nodes = None
         for table in ("CUDA_GRAPH_EVENTS", "CUDA_GRAPH_NODE_EVENTS"):
             if not self.has(table):
                 continue
             have = self.columns(table)
+            if not {"start", "globalTid"} <= have:
+                continue
             if "graphId" in have:
                 graphs = table
-            if "originalGraphNodeId" in have:
+            if {"originalGraphNodeId", "graphNodeId"} <= have:
                 nodes = table
         return graphs, nodes
 
