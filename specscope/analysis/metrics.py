@@ -153,67 +153,66 @@ def union_coverage(starts: np.ndarray, ends: np.ndarray, chunk: int = CHUNK_ROWS
     order = None if np.all(starts[1:] >= starts[:-1]) else np.argsort(starts, kind="stable")
     n = len(starts)
     first = starts[0] if order is None else starts[order[0]]
-    holes_dtype = np.result_type(starts, ends)
-    if chunk >= n:  # one chunk: the prefix arrays are built once, each query a binary search
-        return _whole_coverage(starts, ends, order, holes_dtype)
+    dtype = np.result_type(starts, ends)
+    if chunk >= n:  # one chunk: the prefix is built once, each query a binary search
+        s = starts if order is None else starts[order]
+        emax, holes = _prefix(s, ends if order is None else ends[order], None, 0, dtype)
+
+        def covered_whole(t: np.ndarray) -> np.ndarray:
+            t = np.asarray(t)
+            out = np.zeros(len(t), dtype=np.result_type(dtype, t))
+            some = t >= s[0]  # before the first start: nothing covered yet
+            out[some] = _covered_at(s, emax, holes, first, t[some])
+            return out
+
+        return covered_whole
 
     def covered(t: np.ndarray) -> np.ndarray:
         t = np.asarray(t)
-        out = np.zeros(len(t), dtype=np.result_type(holes_dtype, t))
+        out = np.zeros(len(t), dtype=np.result_type(dtype, t))
         by_time = np.argsort(t, kind="stable")
         t_sorted = t[by_time]
         emax_before, holes_before = None, 0
         for lo in range(0, n, chunk):
             rows = slice(lo, lo + chunk) if order is None else order[lo : lo + chunk]
-            s, emax = starts[rows], np.maximum.accumulate(ends[rows])
-            holes = np.empty(len(s), dtype=holes_dtype)
-            if emax_before is None:
-                holes[0] = 0
-            else:
-                np.maximum(emax, emax_before, out=emax)
-                holes[0] = max(s[0] - emax_before, 0)
-            np.subtract(s[1:], emax[:-1], out=holes[1:])
-            np.maximum(holes, 0, out=holes)
-            np.cumsum(holes, out=holes)
-            holes += holes_before
+            s = starts[rows]
+            emax, holes = _prefix(s, ends[rows], emax_before, holes_before, dtype)
             # the times whose last interval starting by them is in this chunk
             nxt = lo + chunk
             upper = None if nxt >= n else starts[nxt if order is None else order[nxt]]
             a = np.searchsorted(t_sorted, s[0], side="left")
             b = len(t_sorted) if upper is None else np.searchsorted(t_sorted, upper, "left")
             if b > a:
-                q = t_sorted[a:b]
-                j = np.searchsorted(s, q, side="right") - 1
-                end = emax[j]
-                out[by_time[a:b]] = (end - first) - holes[j] - np.maximum(end - q, 0)
+                out[by_time[a:b]] = _covered_at(s, emax, holes, first, t_sorted[a:b])
             emax_before, holes_before = emax[-1], holes[-1]
         return out
 
     return covered
 
 
-def _whole_coverage(starts: np.ndarray, ends: np.ndarray, order, holes_dtype):
-    """:func:`union_coverage` with ``emax`` and ``holes`` (its docstring) kept for all the
-    intervals: built once, then ``covered(t)`` is a binary search per time."""
-    s = starts if order is None else starts[order]
-    emax = np.maximum.accumulate(ends if order is None else ends[order])
-    holes = np.zeros(len(s), dtype=holes_dtype)
+def _prefix(s: np.ndarray, e: np.ndarray, emax_before, holes_before, dtype):
+    """``emax`` and ``holes`` (:func:`union_coverage`) of intervals in start order (``s``,
+    ``e``), continuing those of the intervals before them (``emax_before`` None: none)."""
+    emax = np.maximum.accumulate(e)
+    holes = np.empty(len(s), dtype=dtype)
+    if emax_before is None:
+        holes[0] = 0
+    else:
+        np.maximum(emax, emax_before, out=emax)
+        holes[0] = max(s[0] - emax_before, 0)
     np.subtract(s[1:], emax[:-1], out=holes[1:])
     np.maximum(holes, 0, out=holes)
     np.cumsum(holes, out=holes)
-    first = s[0]
+    holes += holes_before
+    return emax, holes
 
-    def covered(t: np.ndarray) -> np.ndarray:
-        t = np.asarray(t)
-        out = np.zeros(len(t), dtype=np.result_type(holes_dtype, t))
-        j = np.searchsorted(s, t, side="right") - 1
-        some = j >= 0  # times before the first start: nothing covered yet
-        j, q = j[some], t[some]
-        end = emax[j]
-        out[some] = (end - first) - holes[j] - np.maximum(end - q, 0)
-        return out
 
-    return covered
+def _covered_at(s, emax, holes, first, q: np.ndarray) -> np.ndarray:
+    """Covered time before each ``q`` (each at or after ``s[0]``) from the prefix of the
+    intervals starting ``s`` (:func:`union_coverage`)."""
+    j = np.searchsorted(s, q, side="right") - 1
+    end = emax[j]
+    return (end - first) - holes[j] - np.maximum(end - q, 0)
 
 
 def name_matches(ops: pd.DataFrame, pattern: str) -> np.ndarray:
