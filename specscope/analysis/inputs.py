@@ -100,13 +100,18 @@ def analyze_with_provenance(
 ) -> Analysis:
     """:func:`analyze` ``export``, with batch size and commit from ``manifest`` (default: the
     ``manifest.json`` beside the export, if any)."""
+    return with_provenance(analyze(export, spec, options), export, manifest)
+
+
+def with_provenance(a: Analysis, export: Path, manifest: dict | None = None) -> Analysis:
+    """``a`` (an analysis of ``export``) with the batch size and commit ``manifest`` records
+    for the export (default: the ``manifest.json`` beside it, if any)."""
     if manifest is None:
         manifest = read_manifest(export.parent)
-    a = analyze(export, spec, options)
-    if manifest:
-        batch, commit = batch_and_commit(manifest, export)
-        a = dataclasses.replace(a, batch_size=batch, commit=commit)
-    return a
+    if not manifest:
+        return a
+    batch, commit = batch_and_commit(manifest, export)
+    return dataclasses.replace(a, batch_size=batch, commit=commit)
 
 
 def resolve(
@@ -162,16 +167,12 @@ def resolve_ranks(
     if path.is_dir():
         run_dir = path
         path, manifest = run_folder_export(path)
-    if manifest is None:
-        manifest = read_manifest(path.parent)
     found = analyze_processes(path, spec, options).analyses
-    out = {}
-    for label, a in found.items():
-        if manifest:
-            batch, commit = batch_and_commit(manifest, path)
-            a = dataclasses.replace(a, batch_size=batch, commit=commit)
-        out[label] = ResolvedInput(str(ref), a, path, run_dir, manifest if run_dir else None)
-    return out
+    recorded = (manifest if run_dir else read_manifest(path.parent)) or {}  # read once
+    return {
+        label: ResolvedInput(str(ref), with_provenance(a, path, recorded), path, run_dir, manifest)
+        for label, a in found.items()
+    }
 
 
 def pair_ranks(sides: list[dict[str, ResolvedInput]]) -> list[list[tuple[str, ResolvedInput]]]:
