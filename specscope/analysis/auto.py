@@ -296,9 +296,9 @@ def _zero_config(
         hint = c.hint + _range_hint(trace, pid) if c.spec.from_launches else c.hint
         return [_Entry(a, c.choice, hint) for a in analyses]
     entries = _whole_capture(trace, pid, options)
+    hint = _range_hint(trace, pid) if entries else ""
     for e in entries:
-        e.hint += _range_hint(trace, pid)
-    for e in entries:
+        e.hint += hint
         e.analysis.metrics.notes.extend(failed)
     if not entries:
         skipped[f"pid {pid}"] = "; ".join(failed) or "no GPU work and no NVTX step ranges"

@@ -46,6 +46,16 @@ def range_depths(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
     return depth
 
 
+def top_level(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Positions of the ranges of one thread at depth 0 (:func:`range_depths` == 0) in start
+    order: a range is enclosed exactly when an earlier one (by start, the longer first) ends
+    at or after its end, so one running maximum finds them without the stack."""
+    order = np.lexsort((-ends, starts))
+    ends_sorted = ends[order]
+    enclosing_end = np.r_[-np.inf, np.maximum.accumulate(ends_sorted)[:-1]]
+    return order[ends_sorted > enclosing_end]
+
+
 def _thread_projection(
     r_start: np.ndarray, r_end: np.ndarray, launch: np.ndarray, g_start: np.ndarray,
     g_end: np.ndarray,
@@ -148,14 +158,16 @@ def step_range_candidates(
     launched = ops[(ops["pid"] == pid) & (ops["api_tid"] >= 0)]
     if mine.empty or launched.empty:
         return []
+    calls = launched["api_start_ns"].to_numpy()
+    by_tid = launched.groupby("api_tid", sort=False).indices
     rows = []
     for tid, idx in mine.groupby("tid", sort=False).indices.items():
         start, end = mine["start_ns"].to_numpy()[idx], mine["end_ns"].to_numpy()[idx]
-        order = np.lexsort((-end, start))  # by start, the longer first: enclosing ones first
-        enclosed_by = np.r_[-np.inf, np.maximum.accumulate(end[order])[:-1]]
-        top = order[end[order] > enclosed_by]
-        calls = np.sort(launched["api_start_ns"].to_numpy()[launched["api_tid"].to_numpy() == tid])
-        n_ops = np.searchsorted(calls, end[top], "right") - np.searchsorted(calls, start[top])
+        top = top_level(start, end)
+        mine_calls = np.sort(calls[by_tid.get(tid, [])])
+        n_ops = np.searchsorted(mine_calls, end[top], "right") - np.searchsorted(
+            mine_calls, start[top]
+        )
         rows.append(pd.DataFrame({"name": mine["name"].to_numpy()[idx][top], "ops": n_ops}))
     top = pd.concat(rows)
     per_name = top.groupby("name", observed=True)["ops"].agg(["size", "min", "mean"])

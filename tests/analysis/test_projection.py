@@ -88,3 +88,14 @@ def test_step_range_candidates(write_export):
         x.range("log", t + 6_000, t + 7_000)
     found = step_range_candidates(load(write_export(x)), 100)
     assert found == [("iteration", 4, 2.0)]
+
+
+def test_top_level_is_depth_zero():
+    from specscope.analysis.projection import top_level
+
+    rng = np.random.default_rng(5)
+    starts = rng.integers(0, 1_000, 400)
+    ends = starts + rng.integers(0, 300, 400)  # nested, overlapping, identical bounds
+    starts[:2], ends[:2] = 10, 20
+    expected = np.flatnonzero(range_depths(starts, ends) == 0)
+    assert sorted(top_level(starts, ends).tolist()) == expected.tolist()
