@@ -248,8 +248,7 @@ def _page_context(
         "title": html.page_title(labels),
         "provenance": markdown.provenance(comparisons),
         "gap_name": pretty_gap(gap),
-        "generated": now.strftime("%Y-%m-%d %H:%M:%S UTC"),
-        "version": html.package_version(),
+        **_stamp(now),
         "warnings": _warnings(comparisons),
         "comparisons": [
             {
@@ -310,6 +309,12 @@ def write_report(
     return paths
 
 
+def _stamp(now: dt.datetime) -> dict[str, str]:
+    """When and by which specscope a page was generated (both templates' ``generated`` and
+    ``version``)."""
+    return {"generated": now.strftime("%Y-%m-%d %H:%M:%S UTC"), "version": html.package_version()}
+
+
 def write_rank_index(
     out_dir: Path,
     ranks: Sequence[tuple[str, Sequence[str], Sequence[Comparison]]],
@@ -347,8 +352,7 @@ def write_rank_index(
         )
     context = {
         "title": " | ".join(html.page_title(names) for _, names, _ in ranks),
-        "generated": f"{now:%Y-%m-%d %H:%M:%S} UTC",
-        "version": html.package_version(),
+        **_stamp(now),
         "ranks": page,
     }
     paths = {"index.html": out_dir / "index.html", "summary.md": out_dir / "summary.md"}

@@ -27,24 +27,28 @@ GRAPHS = [f"graphs/{p.stem}" for p in sorted((DATA / "graphs").glob("*.sqlite"))
 REAL = [f"real/{p.stem}" for p in sorted((DATA / "real").glob("*.sqlite"))]
 
 
+def _equal_to_stats(ours: pd.DataFrame, csv, key: str, columns: dict[str, str]) -> None:
+    """``ours`` (:func:`totals`) has the rows of the ``nsys stats`` CSV (by ``key``) and, per
+    row, its ``columns`` (ours -> the CSV's)."""
+    stats = pd.read_csv(csv).set_index(key)
+    assert sorted(ours.index) == sorted(stats.index)
+    for name, row in stats.iterrows():
+        for mine, theirs in columns.items():
+            assert ours.loc[name, mine] == row[theirs], name
+
+
 @pytest.mark.parametrize("name", H200 + GRAPHS + REAL)
 def test_kernel_totals_equal_nsys_stats(name: str) -> None:
     ours = totals(load(DATA / f"{name}.sqlite"))["kernels"]
-    stats = pd.read_csv(DATA / f"{name}_cuda_gpu_kern_sum.csv").set_index("Name")
-    assert sorted(ours.index) == sorted(stats.index)
-    for kernel, row in stats.iterrows():
-        assert ours.loc[kernel, "instances"] == row["Instances"], kernel
-        assert ours.loc[kernel, "total_ns"] == row["Total Time (ns)"], kernel
+    columns = {"instances": "Instances", "total_ns": "Total Time (ns)"}
+    _equal_to_stats(ours, DATA / f"{name}_cuda_gpu_kern_sum.csv", "Name", columns)
 
 
 @pytest.mark.parametrize("name", H200 + GRAPHS + REAL)
 def test_memcpy_totals_equal_nsys_stats(name: str) -> None:
     ours = totals(load(DATA / f"{name}.sqlite"))["memory"]
-    stats = pd.read_csv(DATA / f"{name}_cuda_gpu_mem_time_sum.csv").set_index("Operation")
-    assert sorted(ours.index) == sorted(stats.index)
-    for op, row in stats.iterrows():
-        assert ours.loc[op, "count"] == row["Count"], op
-        assert ours.loc[op, "total_ns"] == row["Total Time (ns)"], op
+    columns = {"count": "Count", "total_ns": "Total Time (ns)"}
+    _equal_to_stats(ours, DATA / f"{name}_cuda_gpu_mem_time_sum.csv", "Operation", columns)
 
 
 @pytest.mark.parametrize(
