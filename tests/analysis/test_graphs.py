@@ -142,3 +142,25 @@ def test_cli_without_graphs_and_not_an_export(tmp_path):
     out = runner.invoke(cli, ["graphs", str(bad)])
     assert out.exit_code == 2
     assert out.output.startswith("Error:") and len(out.output.strip().splitlines()) == 1
+
+
+def test_graph_events_without_times_leave_roles_to_launch_order(tmp_path):
+    """A CUDA_GRAPH_EVENTS table without the columns read from it (a damaged or other-schema
+    export) is left out: the cycles stay, roles follow launch order, nothing fails."""
+    import shutil
+    import sqlite3
+
+    path = tmp_path / "no_event_times.sqlite"
+    shutil.copy(DATA / "cycle_graph_nonvtx.sqlite", path)
+    with sqlite3.connect(path) as con:
+        con.execute("CREATE TABLE e AS SELECT graphId, globalTid FROM CUDA_GRAPH_EVENTS")
+        con.execute("DROP TABLE CUDA_GRAPH_EVENTS")
+        con.execute("ALTER TABLE e RENAME TO CUDA_GRAPH_EVENTS")
+    (t,) = thread_graphs(load(path))
+    assert [(c.ids, c.repetitions) for c in t.cycles] == [((19, 7, 31), 6), ((22, 10, 34), 6)]
+    assert t.graphs["created_ns"].isna().all()
+    assert [r.graph_ids for r in sorted(t.roles, key=lambda r: r.number)] == [
+        (19, 22),
+        (7, 10),
+        (31, 34),
+    ]
