@@ -275,6 +275,9 @@ def analyze(traces: tuple[Path, ...], spec_args: SpecArgs, fmt: str, db: Path | 
 
     Example: specscope analyze rank0.sqlite rank1.sqlite --skip 2 --format csv
     """
+    from specscope.analysis.sqlread import prefer_light_reader
+
+    prefer_light_reader(traces)  # small exports: no pyarrow import (before pandas is imported)
     from specscope.analysis.progress import progress_bar
     from specscope.analysis.spec import check_regexes
     from specscope.analysis.targets import check_db_target

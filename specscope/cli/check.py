@@ -46,6 +46,9 @@ def check_cmd(runs: tuple[str, ...], thresholds_path: str, baseline_refs: tuple[
     Example: specscope check after.sqlite --thresholds eagle --baseline before.sqlite --skip 1
     --junit specscope.xml
     """
+    from specscope.analysis.sqlread import prefer_light_reader
+
+    prefer_light_reader([*runs, *baseline_refs])  # small exports: no pyarrow (before pandas)
     from specscope.analysis.compare import Level, comparability, require_comparable
     from specscope.analysis.thresholds import (
         Status,

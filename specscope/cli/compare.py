@@ -214,9 +214,12 @@ def compare_cmd(inputs: tuple[str, ...], before_refs: tuple[str, ...],
 
     Example: specscope compare before.sqlite after.sqlite --skip 1 --format markdown
     """
-    from specscope.analysis.compare import compare_runs
+    from specscope.analysis.sqlread import prefer_light_reader
 
     groups = _groups(inputs, before_refs, after_refs)
+    prefer_light_reader([ref for g in groups for ref in g])  # before pandas is imported
+    from specscope.analysis.compare import compare_runs
+
     columns = _columns(extra_columns)
     names = parse_labels(labels, len(groups), "side")
     stats_kw = {"noise_floor_pct": noise_floor, "min_steps": min_steps,

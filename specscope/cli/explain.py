@@ -47,6 +47,9 @@ def explain_cmd(inputs: tuple[str, ...], gap: str | None, labels: str | None,
 
     Example: specscope explain before.sqlite after.sqlite --gap 'draft_extend.replay->draft.replay' --skip 1
     """  # noqa: E501
+    from specscope.analysis.sqlread import prefer_light_reader
+
+    prefer_light_reader(inputs)  # small exports: no pyarrow import (before pandas is imported)
     from specscope.analysis.explain import explain_change, explain_gap, normalise_gap
 
     if len(inputs) > 2:

@@ -22,6 +22,9 @@ def graphs_cmd(trace: Path, fmt: str) -> None:
 
     Example: specscope graphs trace.sqlite --format json
     """
+    from specscope.analysis.sqlread import prefer_light_reader
+
+    prefer_light_reader([trace])  # small exports: no pyarrow import (before pandas is imported)
     from specscope.analysis.graphs import thread_graphs
     from specscope.analysis.loader import CaptureMode, load
     from specscope.analysis.validate import validated

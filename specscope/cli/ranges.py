@@ -22,6 +22,9 @@ def ranges(trace: Path, fmt: str) -> None:
 
     Example: specscope ranges trace.sqlite
     """
+    from specscope.analysis.sqlread import prefer_light_reader
+
+    prefer_light_reader([trace])  # small exports: no pyarrow import (before pandas is imported)
     from specscope.analysis.loader import load
     from specscope.analysis.projection import nvtx_ranges
     from specscope.analysis.validate import validated

@@ -118,6 +118,9 @@ def report_cmd(ctx: click.Context, inputs: tuple[str, ...], labels: str | None, 
     Example: specscope report before.sqlite after.sqlite --skip 1 --labels main,fused --span 400
     --lead 40 --out reports
     """
+    from specscope.analysis.sqlread import prefer_light_reader
+
+    prefer_light_reader(inputs)  # small exports: no pyarrow import (before pandas is imported)
     from specscope.analysis.inputs import pair_ranks, resolve, resolve_ranks
     from specscope.analysis.spec import check_regexes
     from specscope.analysis.targets import check_output_dir

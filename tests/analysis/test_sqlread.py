@@ -75,3 +75,52 @@ def test_split32_columns_come_back_as_halves(
     assert high.tolist() == [h for h, _ in pairs] + [0]
     assert low.tolist() == [lo for _, lo in pairs] + [0]
     assert high.dtype == low.dtype == np.int32
+
+
+def test_small_exports_are_plain_sqlite_files_under_the_limit(tmp_path: Path) -> None:
+    from specscope.analysis.sqlread import LIGHT_MAX_BYTES, small_exports
+
+    small = DATA / "cpu_eagle_2023.sqlite"
+    assert small_exports([small])
+    assert small_exports([small, DATA / "eagle_node_before.sqlite"])
+    big = tmp_path / "big.sqlite"  # a sparse file: the header and a size, nothing read
+    with big.open("wb") as f:
+        f.write(b"SQLite format 3\x00")
+        f.truncate(LIGHT_MAX_BYTES)
+    assert not small_exports([big])
+    assert not small_exports([small, big])
+    assert not small_exports([])
+    assert not small_exports([tmp_path])  # a folder of exports
+    assert not small_exports([tmp_path / "missing.sqlite"])
+    (tmp_path / "x.sqlite.xz").write_bytes(b"\xfd7zXZ\x00")
+    assert not small_exports([tmp_path / "x.sqlite.xz"])
+
+
+def _analyze_in_child(path: Path, env: dict) -> tuple[str, str]:
+    """``specscope analyze PATH --format json`` in a fresh interpreter: (stdout, whether pyarrow
+    was imported: 'yes'/'no', from the last line of stderr)."""
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, atexit\n"
+        "atexit.register(lambda: print('pyarrow', 'yes' if sys.modules.get('pyarrow') else 'no',"
+        " file=sys.stderr))\n"
+        f"sys.argv = ['specscope', 'analyze', {str(path)!r}, '--format', 'json']\n"
+        "from specscope.cli import main\nmain()\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "SPECSCOPE_SQLITE_READER"} | env
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert run.returncode == 0, run.stderr
+    return run.stdout, run.stderr.strip().splitlines()[-1]
+
+
+def test_a_small_export_is_analysed_without_pyarrow_and_alike() -> None:
+    pytest.importorskip("adbc_driver_sqlite")
+    path = DATA / "graphs" / "run_graph_kpool_nvtx.sqlite"
+    light, imported = _analyze_in_child(path, {})
+    assert imported == "pyarrow no"
+    columnar, imported = _analyze_in_child(path, {"SPECSCOPE_SQLITE_READER": "adbc"})
+    assert imported == "pyarrow yes"
+    assert light == columnar
