@@ -226,30 +226,49 @@ def name_matches(ops: pd.DataFrame, pattern: str) -> np.ndarray:
     return hit
 
 
-def _gaps(steps: Steps, first: np.ndarray, last: np.ndarray, prefix: str) -> pd.DataFrame:
-    """``prefix``A->B per step, from each anchor instance's (first, last) time."""
-    if len(steps.anchors) < 2:
-        return pd.DataFrame()
-    return pair_frame(steps, (first[1:] - last[:-1]) / 1e3, prefix)
+def _gaps(steps: Steps, first: np.ndarray, last: np.ndarray, prefix: str) -> dict[str, np.ndarray]:
+    """``prefix``A->B per kept step, from each anchor instance's (first, last) time."""
+    return pair_columns(steps, (first[1:] - last[:-1]) / 1e3, prefix)
 
 
-def pair_frame(steps: Steps, values: np.ndarray, prefix: str) -> pd.DataFrame:
-    """``prefix``A->B per step (columns; index: step) from one value per consecutive anchor
-    instances (i - 1, i), i = 1..n-1: the pair belongs to instance i's step, and the first
-    occurrence of a pair in a step is kept (the module doc's gaps)."""
+def pair_columns(steps: Steps, values: np.ndarray, prefix: str) -> dict[str, np.ndarray]:
+    """``prefix``A->B per kept step (NaN where the step has no such pair), from one value per
+    consecutive anchor instances (i - 1, i), i = 1..n-1: the pair belongs to instance i's step,
+    and the first value of a pair in a step that is not NaN is kept (the module doc's gaps);
+    a column for each pair that occurs in some step (skipped ones too), in the order the pairs
+    first occur."""
     a = steps.anchors
     if len(a) < 2:
-        return pd.DataFrame()
-    names = a["name"].to_numpy(dtype=object)
-    rows = pd.DataFrame(
-        {
-            "step": a["step"].to_numpy()[1:],
-            "metric": [f"{prefix}{p}->{c}" for p, c in zip(names[:-1], names[1:], strict=True)],
-            "value": values,
-        }
-    )
-    rows = rows[rows["step"] >= 0]
-    return rows.groupby(["step", "metric"], sort=False)["value"].first().unstack()
+        return {}
+    codes, names = pd.factorize(a["name"].to_numpy(dtype=object), use_na_sentinel=False)
+    pair = codes[:-1].astype(np.int64) * len(names) + codes[1:]
+    pairs, table = first_per_step(steps, a["step"].to_numpy()[1:], pair, values)
+    n = len(names)
+    rows = zip(pairs, table, strict=True)
+    return {f"{prefix}{names[p // n]}->{names[p % n]}": row for p, row in rows}
+
+
+def first_per_step(
+    steps: Steps, step: np.ndarray, label: np.ndarray, values: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The first value that is not NaN of each (label, kept step), from rows (``step``,
+    ``label``, ``values``); rows of step -1 (none) are left out: the labels that occur, in the
+    order they first occur (skipped steps count), and a (labels, kept steps) table, NaN where
+    a label has no value in a step. Integer codes throughout and one scatter, where pandas'
+    ``groupby([step, label], sort=False).first().unstack()`` of the same rows, which gives the
+    same table (``tests/analysis/test_pair_columns.py``), builds a name per row."""
+    kept = steps.kept
+    named = step >= 0
+    code, labels = pd.factorize(label[named])  # in order of first occurrence
+    where = np.full(len(steps.all_steps) + 1, -1, dtype=np.int64)  # step -> position in kept
+    where[kept] = np.arange(len(kept))
+    pos = where[step[named]]
+    value = np.asarray(values, dtype=np.float64)[named]
+    use = (pos >= 0) & ~np.isnan(value)
+    keys, first = np.unique(code[use] * len(kept) + pos[use], return_index=True)
+    table = np.full((len(labels), len(kept)), np.nan)
+    table.flat[keys] = value[use][first]
+    return labels, table
 
 
 def per_step_metrics(
@@ -320,11 +339,9 @@ def _host_metrics(trace: Trace, steps: Steps) -> pd.DataFrame:
     for name in cpu.columns:
         cols[f"cpu_us:{name}"] = cpu[name].reindex(kept, fill_value=0.0).to_numpy()
     a = steps.anchors
-    cpu_gaps = _gaps(steps, a["start_ns"].to_numpy(), a["end_ns"].to_numpy(), "cpu_gap_us:")
     for pair in anchor_pairs(spec.anchor_names):
         cols[f"cpu_gap_us:{pair}"] = np.full(len(kept), np.nan)
-    for col in cpu_gaps.columns:
-        cols[col] = cpu_gaps[col].reindex(kept).to_numpy()
+    cols.update(_gaps(steps, a["start_ns"].to_numpy(), a["end_ns"].to_numpy(), "cpu_gap_us:"))
     return pd.DataFrame(cols, index=pd.Index(kept, name="step"))
 
 
@@ -500,9 +517,8 @@ def _gap_metrics(steps: Steps, gap_cols: list[str]) -> dict[str, np.ndarray]:
         ops["start_ns"].to_numpy(),
         ops["end_ns"].to_numpy(),
     )
-    gaps = _gaps(steps, a_first, a_last, "gap_us:")
     cols = dict.fromkeys(gap_cols, np.full(len(steps.kept), np.nan))
-    cols.update((col, gaps[col].reindex(steps.kept).to_numpy()) for col in gaps.columns)
+    cols.update(_gaps(steps, a_first, a_last, "gap_us:"))
     return cols
 
 
