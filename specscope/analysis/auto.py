@@ -39,6 +39,7 @@ to pass). An export without GPU work and without (a)'s ranges raises :class:`Spe
 from __future__ import annotations
 
 import functools
+import shlex
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -184,7 +185,7 @@ def _kernel_pattern(trace: Trace, pid: int, thresholds: dict) -> Choice | None:
     return Choice(
         StepSpec(found.step),
         f"repeating eager kernel pattern on tid {found.tid}: {found} (each launch starts a step)",
-        f"--step '{found.step}' (or another kernel:REGEX launched once per step)",
+        f"--step {shlex.quote(found.step)} (or another kernel:REGEX launched once per step)",
     )
 
 

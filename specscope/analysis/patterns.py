@@ -37,6 +37,7 @@ names (two 64-bit sums over the period), so the search is linear in the number o
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -151,13 +152,19 @@ def thread_step_kernel(
 def find_step_kernel(trace: Trace, pid: int, **thresholds) -> StepKernel | None:
     """The step kernel of process ``pid`` (module doc; ``thresholds``: the keyword arguments of
     :func:`thread_step_kernel`): over its launching threads, the one covering the most
-    launches; None when no thread has a repeating pattern."""
+    launches; None when no thread has a repeating pattern.
+
+    Launches are told apart by their demangled name (the short one where an export has none):
+    PyTorch launches most of its element-wise kernels under a few short names
+    (``vectorized_elementwise_kernel``), so a loop of ``mul`` and ``add`` is one short name
+    repeated, but two demangled names alternating. The kernel found is named by its short name
+    when no other demangled name of the process's eager launches shares it, else by its
+    demangled name."""
     ops = trace.ops
     # numpy masks and row numbers: no filtered copy of the whole ops frame
     kernel = ops["kind"].cat.codes.to_numpy() == KINDS.index("kernel")
     mine = kernel & (ops["pid"].to_numpy() == pid) & (ops["api_tid"].to_numpy() >= 0)
-    codes = ops["name"].cat.codes.to_numpy()  # the short names' codes: no string per launch
-    names = ops["name"].cat.categories
+    codes, name_of = _kernel_codes(ops)  # codes, not a string per launch
     in_graph = ops["in_graph"].to_numpy()
     excluded = frozenset(np.unique(codes[mine & in_graph]).tolist())
     eager = np.flatnonzero(mine & ~in_graph)
@@ -170,9 +177,30 @@ def find_step_kernel(trace: Trace, pid: int, **thresholds) -> StepKernel | None:
         if found is None:
             continue
         code, period, periods, covered, pause_us = found
-        hit = StepKernel(
-            str(names[code]), pid, int(tid), period, periods, covered, len(rows), pause_us
-        )
+        name = name_of(code, np.unique(codes[eager]))
+        hit = StepKernel(name, pid, int(tid), period, periods, covered, len(rows), pause_us)
         if best is None or hit.covered > best.covered:
             best = hit
     return best
+
+
+def _kernel_codes(ops) -> tuple[np.ndarray, Callable[[int, np.ndarray], str]]:
+    """One code per distinct demangled name (per short name where a row has none), and the
+    name of a code among the codes of a set of launches: its short name when no other code
+    of the set has that short name, else its demangled name (:func:`find_step_kernel`)."""
+    full, short = ops["full_name"].cat, ops["name"].cat
+    fcodes, scodes = full.codes.to_numpy(), short.codes.to_numpy()
+    n_full = len(full.categories)
+    codes = np.where(fcodes >= 0, fcodes.astype(np.int64), n_full + scodes.astype(np.int64))
+
+    def name_of(code: int, among: np.ndarray) -> str:
+        if code >= n_full:
+            return str(short.categories[code - n_full])
+        row = int(np.flatnonzero(codes == code)[0])
+        short_code = scodes[row]
+        same_short = np.unique(codes[scodes == short_code])
+        if short_code < 0 or np.isin(np.setdiff1d(same_short, [code]), among).any():
+            return str(full.categories[code])
+        return str(short.categories[short_code])
+
+    return codes, name_of

@@ -23,7 +23,8 @@ H200 = ["eagle_node_before", "eagle_node_after", "eagle_graph_before"]
 # every export of tests/data/graphs/ (graph and node mode, no NVTX, two processes, eager loop)
 GRAPHS = [f"graphs/{p.stem}" for p in sorted((DATA / "graphs").glob("*.sqlite"))]
 # programs nobody instrumented for specscope (tests/data/real/README.md): HF transformers'
-# generate (eager PyTorch) and a jitted JAX loop (XLA's CUDA graphs, driver-API launches)
+# generate (eager PyTorch), a jitted JAX loop (XLA's CUDA graphs, driver-API launches),
+# torch.compile's CUDA graph trees and unified memory with page-fault tracing
 REAL = [f"real/{p.stem}" for p in sorted((DATA / "real").glob("*.sqlite"))]
 
 
@@ -146,3 +147,29 @@ def test_programs_nobody_instrumented_without_options() -> None:
     assert "repeating eager kernel pattern" in hf.choice and hf.analysis.n_steps == 24
     frame = hf.analysis.frame
     assert (frame["busy_us"] > 0).all() and (frame["idle_us"] >= 0).all()
+
+
+def test_pytorch_cuda_graphs_and_unified_memory_without_options() -> None:
+    """Zero-config on two more programs: torch.compile(mode="reduce-overhead") replays one CUDA
+    graph per call (the cycle [graph] x 40; the clone after each call is an eager D2D copy, in
+    the step of its call but the last); the unified-memory
+    loop launches a mul and an add per iteration under one short name
+    (vectorized_elementwise_kernel), told apart by their demangled names: 8 steps, and its
+    page-fault migrations are not eager copies of a step."""
+    from specscope.analysis.auto import analyze_processes
+
+    (tc,) = analyze_processes(DATA / "real/torch_compile.sqlite").processes
+    assert "CUDA graph launch cycle" in tc.choice and tc.analysis.n_steps == 40
+    f = tc.analysis.frame
+    assert (f["graph_launches"] == 1).all() and (f["api_calls:cudaGraphLaunch"] == 1).all()
+    assert (f["eager_memcpy_dtod"] <= 1).all() and f["eager_memcpy_dtod"].sum() >= 39
+    (um,) = analyze_processes(DATA / "real/unified_memory.sqlite").processes
+    assert "repeating eager kernel pattern" in um.choice and um.analysis.n_steps == 8
+    assert "MulFunctor" in um.choice  # the demangled name: the short one is shared
+    f = um.analysis.frame
+    assert (f["eager_kernels"] == 2).all() and (f["eager_memcpy"] == 0).all()
+    memory = totals(um.analysis.trace)["memory"]
+    assert set(memory.index) == {
+        "[CUDA memcpy Unified Host-to-Device]",
+        "[CUDA memcpy Unified Device-to-Host]",
+    }
