@@ -5,7 +5,7 @@
 Each round runs ``python -m specscope analyze EXPORT ARGS --format json`` (or the ``--format``
 in ARGS) once per tree (output
 to /dev/null, the tree first on ``PYTHONPATH``, bytecode cached as an installed package has
-it), so both see the same load; prints best and median wall time per tree and the 1-minute
+it), so both see the same load; prints best and median wall and CPU time per tree and the 1-minute
 load average. A tree is a checkout, e.g. ``git worktree add --detach /tmp/old e3006a3``.
 """
 
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -20,18 +21,26 @@ import time
 from pathlib import Path
 
 
-def time_once(tree: Path, export: Path, args: list[str]) -> float:
-    """Wall seconds of one analyze of ``export`` by the specscope of ``tree``."""
+def time_once(tree: Path, export: Path, args: list[str]) -> tuple[float, float]:
+    """Wall and CPU (user + sys) seconds of one analyze of ``export`` by the specscope of
+    ``tree``. CPU time is the steadier figure on a loaded machine: waiting for a core does not
+    count, while wall time can double."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     env["PYTHONPATH"] = str(tree)
     fmt = [] if "--format" in args else ["--format", "json"]
     cmd = [sys.executable, "-m", "specscope", "analyze", str(export), *args, *fmt]
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), _children_cpu()
     done = subprocess.run(cmd, env=env, cwd="/", stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    wall = time.perf_counter() - t0
+    wall, cpu = time.perf_counter() - t0, _children_cpu() - c0
     if done.returncode:
         raise SystemExit(f"{tree}: analyze exited {done.returncode}: {done.stderr.decode()[-300:]}")
-    return wall
+    return wall, cpu
+
+
+def _children_cpu() -> float:
+    """User + sys seconds of this process's finished children."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -45,7 +54,7 @@ def main(argv: list[str] | None = None) -> None:
     a = p.parse_args(argv)
     if len(a.trees) < 2:
         p.error("give at least two trees")
-    times: dict[Path, list[float]] = {t: [] for t in a.trees}
+    times: dict[Path, list[tuple[float, float]]] = {t: [] for t in a.trees}
     load = os.getloadavg()[0]
     for tree in a.trees:  # one untimed run each: caches warm, bytecode written
         time_once(tree.resolve(), a.export.resolve(), extra)
@@ -54,8 +63,12 @@ def main(argv: list[str] | None = None) -> None:
             times[tree].append(time_once(tree.resolve(), a.export.resolve(), extra))
     print(f"load (1 min) {load:.2f} -> {os.getloadavg()[0]:.2f}; analyze {' '.join(extra)}")
     for tree, t in times.items():
-        runs = ", ".join(f"{x:.2f}" for x in t)
-        print(f"{tree}: best {min(t):.2f} s, median {statistics.median(t):.2f} s  [{runs}]")
+        wall, cpu = [w for w, _ in t], [c for _, c in t]
+        runs = ", ".join(f"{x:.2f}" for x in wall)
+        print(
+            f"{tree}: wall best {min(wall):.2f} s, median {statistics.median(wall):.2f} s; "
+            f"CPU best {min(cpu):.2f} s, median {statistics.median(cpu):.2f} s  [wall {runs}]"
+        )
 
 
 if __name__ == "__main__":
