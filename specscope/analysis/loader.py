@@ -46,7 +46,7 @@ import pandas as pd
 
 from specscope.analysis import opsread, progress
 from specscope.analysis.compressed import XZ_MAGIC, remove_quietly, xz_copy
-from specscope.analysis.opsread import KINDS, RUNTIME, read_ops, read_runtime, runtime_sql
+from specscope.analysis.opsread import KINDS, RUNTIME, adapt, read_ops, read_runtime, runtime_sql
 from specscope.analysis.opsread import PID_MASK as _PID_MASK
 from specscope.analysis.sqlread import (
     NULL_INT,
@@ -457,8 +457,12 @@ class Trace:
         if self.capture_mode is CaptureMode.GRAPH:
             exec_id = "graphExecId" if "graphExecId" in self.columns(graph_table) else "-1"
             cols = self.int_columns(
-                f"SELECT start, end, deviceId, coalesce(globalPid, 0), coalesce(correlationId, 0),"
-                f" graphId, coalesce({exec_id}, -1), -1 FROM {graph_table}",
+                adapt(
+                    f"SELECT start, end, coalesce(deviceId, 0), coalesce(globalPid, 0),"
+                    f" coalesce(correlationId, 0), graphId, coalesce({exec_id}, -1), -1"
+                    f" FROM {graph_table}",
+                    self.columns(graph_table),
+                ),
                 8,
             )
         elif self.capture_mode is CaptureMode.NODE:
@@ -502,10 +506,11 @@ class Trace:
         for table in _CUDA_TABLES[1:4]:
             if self.has(table) and "graphNodeId" in self.columns(table):
                 is_kernel = int(table.endswith("KERNEL"))
-                select = (
-                    f"SELECT min(start), max(end), min(deviceId), coalesce(globalPid, 0) AS gpid,"
-                    f" coalesce(correlationId, 0) AS corr, graphNodeId >> 32 AS exec,"
-                    f" sum({is_kernel}) FROM {table}"
+                select = adapt(
+                    f"SELECT min(start), max(end), min(coalesce(deviceId, 0)),"
+                    f" coalesce(globalPid, 0) AS gpid, coalesce(correlationId, 0) AS corr,"
+                    f" graphNodeId >> 32 AS exec, sum({is_kernel}) FROM {table}",
+                    self.columns(table),
                 )
                 with _sql_errors(self.path):
                     ranges = rowid_ranges(self.con, table, 2 * threads if is_kernel else 1)

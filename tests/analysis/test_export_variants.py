@@ -8,11 +8,13 @@ columns an older schema lacks, hundreds of nested range names.
 
 from __future__ import annotations
 
+import shutil
 import sqlite3
 import warnings
 
 import pandas as pd
 import pytest
+from testdata import DATA
 
 from specscope.analysis.loader import load
 from specscope.analysis.metrics import per_step_metrics
@@ -208,3 +210,22 @@ def test_damaged_or_missing_tables_give_an_analysis_not_a_traceback(tmp_path):
         assert not totals(load(path))["kernels"].empty, name
         export = analyze_processes(path, None, AnalyzeOptions())
         assert export.processes and export.processes[0].analysis.n_steps >= 1, name
+
+
+@pytest.mark.parametrize("mode", ["graph", "node"])
+def test_graph_launches_without_optional_columns(tmp_path, mode):
+    """Found by fuzzing: the graph launch queries read globalPid, deviceId and correlationId as
+    every other query does (NULL where an export lacks them), not as required columns."""
+    from specscope.analysis.graphs import thread_graphs
+
+    src = DATA / "graphs" / f"run_{mode}_nonvtx.sqlite"
+    path = tmp_path / src.name
+    shutil.copy(src, path)
+    table = "CUPTI_ACTIVITY_KIND_GRAPH_TRACE" if mode == "graph" else "CUPTI_ACTIVITY_KIND_KERNEL"
+    with sqlite3.connect(path) as con:
+        have = [r[1] for r in con.execute(f"PRAGMA table_info({table})")]
+        keep = ", ".join(c for c in have if c not in ("globalPid", "deviceId", "correlationId"))
+        con.execute(f"CREATE TABLE t2 AS SELECT {keep} FROM {table}")
+        con.execute(f"DROP TABLE {table}")
+        con.execute(f"ALTER TABLE t2 RENAME TO {table}")
+    assert thread_graphs(load(path))  # the launches are read, as one process (pid 0)
