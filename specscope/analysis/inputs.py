@@ -11,6 +11,10 @@
 - anything else is analysed as an nsys export. A ``manifest.json`` beside the export that lists
   it (or lists no outputs) gives the analysis its batch size and commit.
 
+Without a spec (``spec=None``: no ``--preset``, ``--step`` or ``--anchors`` given) an export's
+steps are chosen as ``specscope analyze`` chooses them (:func:`analyze_export`), so that
+``compare`` and ``report`` read the exports of programs nobody instrumented too.
+
 :func:`expand` turns the references of ``specscope analyze`` into export paths: a folder
 without a manifest stands for its ``*.sqlite`` exports (one per rank), a run folder for its
 export.
@@ -24,10 +28,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from specscope.analysis.run import DEFAULT_OPTIONS, Analysis, AnalyzeOptions, analyze
-from specscope.analysis.spec import StepSpec
+from specscope.analysis.spec import DEFAULT_PRESET, StepSpec, load_preset
 from specscope.analysis.store import is_results_db, read_run
 from specscope.checksum import sha256_file
-from specscope.errors import SpecscopeError, TraceError
+from specscope.errors import Info, SpecError, SpecscopeError, TraceError
 from specscope.profiler.manifest import MANIFEST, batch_and_commit, read_manifest
 
 
@@ -95,12 +99,42 @@ def _db_run(ref: str) -> Analysis | None:
     return None
 
 
-def analyze_with_provenance(
-    export: Path, spec: StepSpec, options: AnalyzeOptions, manifest: dict | None = None
+def analyze_export(
+    export: str | Path, spec: StepSpec | None, options: AnalyzeOptions = DEFAULT_OPTIONS
 ) -> Analysis:
-    """:func:`analyze` ``export``, with batch size and commit from ``manifest`` (default: the
+    """:func:`analyze` ``export`` with ``spec``; without one, with the default preset, and
+    where that finds no steps, zero-config: the steps
+    :func:`~specscope.analysis.auto.analyze_processes` chooses (a CUDA graph launch cycle, a
+    repeating kernel pattern, else the whole capture) in the process and device with most
+    steps (the first in rank order on a tie). Its notes then say what was chosen and, for an
+    export of several, which process was taken."""
+    if spec is not None:
+        return analyze(export, spec, options)
+    try:
+        return analyze(export, load_preset(DEFAULT_PRESET), options)
+    except SpecError:
+        pass  # no step ranges of the preset (or none usable): choose as `analyze` does
+    from specscope.analysis.auto import analyze_processes
+
+    found = analyze_processes(export, None, options)
+    best = max(found.processes, key=lambda p: p.analysis.n_steps)  # max: the first of ties
+    a = best.analysis
+    a.notes.append(Info(f"steps: {best.choice}; refine with {best.hint}"))
+    if len(found.processes) > 1:
+        a.notes.append(
+            f"{len(found.processes)} processes/devices with steps ({', '.join(found.labels)}); "
+            f"using pid {a.pid}{'' if a.device_id is None else f' device {a.device_id}'} "
+            "(most steps); pick another with --pid/--device"
+        )
+    return a
+
+
+def analyze_with_provenance(
+    export: Path, spec: StepSpec | None, options: AnalyzeOptions, manifest: dict | None = None
+) -> Analysis:
+    """:func:`analyze_export`, with batch size and commit from ``manifest`` (default: the
     ``manifest.json`` beside the export, if any)."""
-    return with_provenance(analyze(export, spec, options), export, manifest)
+    return with_provenance(analyze_export(export, spec, options), export, manifest)
 
 
 def with_provenance(a: Analysis, export: Path, manifest: dict | None = None) -> Analysis:
@@ -115,9 +149,10 @@ def with_provenance(a: Analysis, export: Path, manifest: dict | None = None) -> 
 
 
 def resolve(
-    ref: str | Path, spec: StepSpec, options: AnalyzeOptions = DEFAULT_OPTIONS
+    ref: str | Path, spec: StepSpec | None, options: AnalyzeOptions = DEFAULT_OPTIONS
 ) -> ResolvedInput:
-    """Resolve one reference (module doc) into its analysis and provenance."""
+    """Resolve one reference (module doc) into its analysis and provenance; ``spec=None``:
+    zero-config (:func:`analyze_export`)."""
     ref = str(ref)
     path = Path(ref)
     if path.is_dir():
@@ -151,10 +186,11 @@ def expand(refs: Iterable[str | Path]) -> list[Path]:
 
 
 def resolve_ranks(
-    ref: str | Path, spec: StepSpec, options: AnalyzeOptions = DEFAULT_OPTIONS
+    ref: str | Path, spec: StepSpec | None, options: AnalyzeOptions = DEFAULT_OPTIONS
 ) -> dict[str, ResolvedInput]:
     """Every process (rank) with steps of one reference, by rank label (``pid<P>[.dev<D>]``, in
-    pid order; :func:`specscope.analysis.auto.analyze_processes`), each with the reference's
+    pid order; :func:`specscope.analysis.auto.analyze_processes`, zero-config without a
+    ``spec``), each with the reference's
     provenance; a results-database run, or a reference analysed with ``options.pid`` given, is
     one entry labelled ``rank0``."""
     from specscope.analysis.auto import analyze_processes
@@ -167,7 +203,12 @@ def resolve_ranks(
     if path.is_dir():
         run_dir = path
         path, manifest = run_folder_export(path)
-    found = analyze_processes(path, spec, options).analyses
+    try:
+        found = analyze_processes(path, spec or load_preset(DEFAULT_PRESET), options).analyses
+    except SpecError:
+        if spec is not None:
+            raise
+        found = analyze_processes(path, None, options).analyses  # zero-config
     recorded = (manifest if run_dir else read_manifest(path.parent)) or {}  # read once
     return {
         label: ResolvedInput(str(ref), with_provenance(a, path, recorded), path, run_dir, manifest)

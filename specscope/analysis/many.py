@@ -51,9 +51,12 @@ def rank_labels(paths: Sequence[Path]) -> list[str]:
     return [str(p) for p in paths]
 
 
-def analyze_export(path: str | Path, spec: StepSpec, options: AnalyzeOptions) -> ExportResult:
-    """Analyse one export; every failure becomes the result's one-line ``error``."""
-    from specscope.analysis.run import analyze
+def analyze_export(
+    path: str | Path, spec: StepSpec | None, options: AnalyzeOptions
+) -> ExportResult:
+    """Analyse one export (``spec=None``: zero-config, :func:`.inputs.analyze_export`); every
+    failure becomes the result's one-line ``error``."""
+    from specscope.analysis.inputs import analyze_export as analyze
 
     path = Path(path)
     try:
@@ -89,7 +92,7 @@ def default_jobs(n_exports: int) -> int:
 
 def analyze_many(
     paths: Sequence[str | Path],
-    spec: StepSpec,
+    spec: StepSpec | None,
     options: AnalyzeOptions = DEFAULT_OPTIONS,
     *,
     jobs: int | None = None,
@@ -125,7 +128,7 @@ def analyze_many(
 def analyze_on_dask(
     address: str,
     paths: Sequence[str | Path],
-    spec: StepSpec,
+    spec: StepSpec | None,
     options: AnalyzeOptions = DEFAULT_OPTIONS,
     *,
     on_result: Callable[[ExportResult], None] | None = None,

@@ -119,8 +119,9 @@ class StepSpec:
 
 
 def spec_from_dict(data: Mapping) -> StepSpec | None:
-    """The spec of :meth:`StepSpec.to_dict` (e.g. a run's), or None without a step."""
-    if not data or not data.get("step"):
+    """The spec of :meth:`StepSpec.to_dict` (e.g. a run's), or None without a step (a spec of
+    launch anchors has the step :data:`CYCLE`, '')."""
+    if not data or not (data.get("step") or data.get("anchors")):
         return None
     return StepSpec(
         step=data["step"],

@@ -65,10 +65,12 @@ def _analyze_several(traces, spec_args: SpecArgs, fmt: str, db, jobs, dask_sched
 
         if dask_scheduler is not None:
             results = many.analyze_on_dask(
-                dask_scheduler, paths, spec_args.spec, options, on_result=done
+                dask_scheduler, paths, spec_args.given_spec, options, on_result=done
             )
         else:
-            results = many.analyze_many(paths, spec_args.spec, options, jobs=jobs, on_result=done)
+            results = many.analyze_many(
+                paths, spec_args.given_spec, options, jobs=jobs, on_result=done
+            )
     labels = many.rank_labels(paths)
     ok = {label: r.analysis for label, r in zip(labels, results, strict=True) if r.ok}
     if mixed := ranks.mixed_modes({label: a.capture_mode for label, a in ok.items()}):

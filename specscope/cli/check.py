@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from specscope.cli import Command
-from specscope.cli.options import SpecArgs, spec_options, warn
+from specscope.cli.options import SpecArgs, spec_options, warn, warn_if_chosen_differently
 
 
 def _check_junit(junit_path: Path | None, force: bool, inputs) -> None:
@@ -64,6 +64,7 @@ def check_cmd(runs: tuple[str, ...], thresholds_path: str, baseline_refs: tuple[
     rules = load_rules(thresholds_path)
     measured = spec_args.analyses(runs)
     baseline = spec_args.analyses(baseline_refs) if baseline_refs else None
+    warn_if_chosen_differently([*measured, *(baseline or [])], spec_args.spec_given)
     if baseline is not None:
         checks = comparability(baseline, measured)
         require_comparable(checks)

@@ -26,6 +26,7 @@ from specscope.cli.options import (
     seed_option,
     spec_options,
     warn,
+    warn_if_chosen_differently,
 )
 
 
@@ -228,6 +229,7 @@ def compare_cmd(inputs: tuple[str, ...], before_refs: tuple[str, ...],
         _compare_per_rank(groups, names, spec_args, stats_kw, fmt, metric_list, columns)
         return
     sides = [spec_args.analyses(refs) for refs in groups]
+    warn_if_chosen_differently([a for side in sides for a in side], spec_args.spec_given)
     comparisons = [
         compare_runs(sides[base], sides[i], labels=(names[base], names[i]), **stats_kw)
         for i in range(1, len(sides))
@@ -244,7 +246,7 @@ def _compare_per_rank(groups, names, spec_args: SpecArgs, stats_kw: dict, fmt: s
 
     if any(len(g) != 1 for g in groups) or len(groups) != 2:
         raise click.UsageError("--per-rank compares two inputs, BEFORE AFTER, one export each")
-    sides = [resolve_ranks(g[0], spec_args.spec, spec_args.options) for g in groups]
+    sides = [resolve_ranks(g[0], spec_args.given_spec, spec_args.options) for g in groups]
     comparisons = []
     for (b_rank, before), (a_rank, after) in pair_ranks(sides):
         labels = (f"{names[0]}[{b_rank}]", f"{names[1]}[{a_rank}]")

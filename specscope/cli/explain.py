@@ -9,7 +9,13 @@ from pathlib import Path
 import click
 
 from specscope.cli import Command
-from specscope.cli.options import SpecArgs, format_option, spec_options, warn
+from specscope.cli.options import (
+    SpecArgs,
+    format_option,
+    spec_options,
+    warn,
+    warn_if_chosen_differently,
+)
 
 
 def _labels(text: str | None, sources: list[str]) -> tuple[str, ...]:
@@ -51,16 +57,19 @@ def explain_cmd(inputs: tuple[str, ...], gap: str | None, labels: str | None,
 
     prefer_light_reader(inputs)  # small exports: no pyarrow import (before pandas is imported)
     from specscope.analysis.explain import explain_change, explain_gap, normalise_gap
+    from specscope.analysis.spec import spec_from_dict
 
     if len(inputs) > 2:
         raise click.UsageError("give one input (TRACE) or two (BEFORE AFTER)")
+    names = _labels(labels, list(inputs))
+    runs = spec_args.analyses(inputs)  # zero-config without a spec given: the runs' own spec
+    warn_if_chosen_differently(runs, spec_args.spec_given)
     if gap is None:
-        gap = spec_args.spec.report.gap
+        spec = spec_args.spec if spec_args.spec_given else spec_from_dict(runs[0].spec)
+        gap = spec.report.gap if spec is not None else None
         if gap is None:
             raise click.UsageError("the step spec has no anchors: give --anchors and --gap A->B")
     gap = normalise_gap(gap)
-    names = _labels(labels, list(inputs))
-    runs = spec_args.analyses(inputs)
     if len(runs) == 1:
         data = explain_gap(runs[0], gap).to_json()
     else:

@@ -154,6 +154,12 @@ class SpecArgs:
         return spec_from_cli(*(v[k] for k in _SPEC_NAMES))
 
     @property
+    def given_spec(self) -> StepSpec | None:
+        """:attr:`spec` when the command line describes the steps, else None: each export's
+        steps are then chosen as ``analyze`` chooses them (zero-config)."""
+        return self.spec if self.spec_given else None
+
+    @property
     def spec_given(self) -> bool:
         """Whether the command line describes the steps (--preset, --step, --anchors or
         --domain); without any, ``analyze`` chooses them itself (zero-config)."""
@@ -172,19 +178,34 @@ class SpecArgs:
         return AnalyzeOptions(**given, require_anchors=True)
 
     def analyses(self, refs: Iterable[str]) -> list[Analysis]:
-        """Each input reference resolved (:func:`specscope.analysis.inputs.resolve`); for an
+        """Each input reference resolved (:func:`specscope.analysis.inputs.resolve`; zero-config
+        without a spec given: how each export's steps were chosen is a `note:` line, and the
+        caller warns when they differ, :func:`warn_if_chosen_differently`); for an
         export of several processes (or threads) with steps, which one was taken is said (one
         `warning:` line: pick another with --pid)."""
         from specscope.analysis.inputs import resolve
 
         out = []
         for ref in refs:
-            a = resolve(ref, self.spec, self.options).analysis
-            for note in a.notes:
-                if "--pid" in note:
-                    warn(f"{ref}: {note}")
+            a = resolve(ref, self.given_spec, self.options).analysis
+            for text in a.notes:
+                if "--pid" in text:
+                    warn(f"{ref}: {text}")
+                elif text.startswith("steps: "):  # an Info: how zero-config chose them
+                    tell(text, f"{ref}: ")
             out.append(a)
         return out
+
+
+def warn_if_chosen_differently(analyses: list[Analysis], spec_given: bool) -> None:
+    """One `warning:` line when zero-config chose different step specs for the inputs of one
+    command (their metrics then differ, or mean different things)."""
+    specs = {json.dumps(a.spec, sort_keys=True) for a in analyses if not a.detached}
+    if not spec_given and len(specs) > 1:
+        warn(
+            "the inputs' steps were chosen differently (see the notes above): give the same "
+            "--anchors, --step or --preset to compare like with like"
+        )
 
 
 def spec_options(f):

@@ -20,6 +20,7 @@ from specscope.cli.options import (
     spec_options,
     tell,
     warn,
+    warn_if_chosen_differently,
 )
 
 
@@ -38,9 +39,24 @@ def _gap_and_highlight(spec, gap: str | None, highlight: str | None) -> tuple[st
 
     gap = spec.report.gap if gap is None else gap
     if gap is None:
-        raise click.UsageError("give --gap: the spec has no anchors to take a default from")
+        raise click.UsageError(
+            "give --gap A->B: the steps have no anchors to take a default from (a report lines "
+            "each input's median step up at a gap between two anchors: add them with --anchors "
+            "NAME=kernel:REGEX,... or NAME=graph:ID,...)"
+        )
     parse_gap(gap)
     return gap, spec.report.highlight if highlight is None else highlight
+
+
+def _chosen_spec(resolved):
+    """The step spec zero-config chose for the first input analysed from an export (its
+    report defaults give --gap and --highlight), else the default preset's."""
+    from specscope.analysis.spec import DEFAULT_PRESET, load_preset, spec_from_dict
+
+    for r in resolved:
+        if not r.analysis.detached and (spec := spec_from_dict(r.analysis.spec)) is not None:
+            return spec
+    return load_preset(DEFAULT_PRESET)
 
 
 def _views(
@@ -129,18 +145,28 @@ def report_cmd(ctx: click.Context, inputs: tuple[str, ...], labels: str | None, 
     names = _labels(labels, len(inputs))
     check_regexes({"--highlight": highlight})
     check_output_dir(out, "--out", inputs)
-    gap, highlight = _gap_and_highlight(spec_args.spec, gap, highlight)
+    spec = spec_args.given_spec  # None: each export's steps chosen as `analyze` does
+    if spec is not None:
+        gap, highlight = _gap_and_highlight(spec, gap, highlight)
     given = given_options(ctx, skip=("labels",))
     stats = {"noise_floor_pct": noise_floor, "min_steps": min_steps, "seed": seed}
-    settings = _Settings(gap, lead_us, span_us, highlight, stats)
     if not per_rank:
-        resolved = [resolve(ref, spec_args.spec, spec_args.options) for ref in inputs]
+        resolved = [resolve(ref, spec, spec_args.options) for ref in inputs]
+        warn_if_chosen_differently([r.analysis for r in resolved], spec_args.spec_given)
+        if spec is None:
+            gap, highlight = _gap_and_highlight(_chosen_spec(resolved), gap, highlight)
+        settings = _Settings(gap, lead_us, span_us, highlight, stats)
         one = _prepare(inputs, resolved, names, given, settings, names)
         with report_folder(out) as out_dir:
             write_report(out_dir, **one)
         click.echo(str(out_dir / "report.html"))
         return
-    sides = [resolve_ranks(ref, spec_args.spec, spec_args.options) for ref in inputs]
+    sides = [resolve_ranks(ref, spec, spec_args.options) for ref in inputs]
+    every = [r for side in sides for r in side.values()]
+    warn_if_chosen_differently([r.analysis for r in every], spec_args.spec_given)
+    if spec is None:
+        gap, highlight = _gap_and_highlight(_chosen_spec(every), gap, highlight)
+    settings = _Settings(gap, lead_us, span_us, highlight, stats)
     ranks = []
     for group in pair_ranks(sides):
         rank_names = [f"{n}[{label}]" for n, (label, _) in zip(names, group, strict=True)]

@@ -200,7 +200,8 @@ def _draw_host(ax, t: GapTimeline, lane: dict, xlim, colours, labels: _Labels) -
             if t_ is not None and _wider_than(t_, labels, ax, width):
                 t_.remove()
                 labels.boxes.pop()
-    y_api = HOST_TOP - HOST_ROW * max(min(int(phases["depth"].max()) + 1, MAX_DEPTH), 1)
+    rows = int(phases["depth"].max()) + 1 if len(phases) else 1  # no NVTX: one row for calls
+    y_api = HOST_TOP - HOST_ROW * max(min(rows, MAX_DEPTH), 1)
     calls = h.calls.assign(dur_us=lambda f: f["end_us"] - f["start_us"])
     for name, rows in calls.groupby("name"):
         _bars(ax, rows, y_api, 0.44, _call_colour(str(name)), edgecolors="none")

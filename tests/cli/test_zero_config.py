@@ -154,3 +154,39 @@ def test_report_per_rank_refuses_different_process_counts(tmp_path):
     r = run("report", one, two, "--per-rank", "--preset", "eagle", "--out", tmp_path, code=2)
     assert r.stderr.startswith("Error:") and "different numbers of processes" in r.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+REAL = testdata.DATA / "real"
+
+
+def test_compare_report_and_explain_choose_steps_as_analyze_does(tmp_path):
+    """No spec given: each export's steps are chosen as `analyze` chooses them (here XLA's CUDA
+    graph cycle), said in a note; the report's gap is the chosen anchors'."""
+    jax = REAL / "jax_loop.sqlite"
+    r = run("compare", jax, jax, "--format", "json")
+    assert any("steps: CUDA graph launch cycle [4]" in line for line in r.stderr.splitlines())
+    (comparison,) = json.loads(r.stdout)["comparisons"]
+    assert "gap_us:role1->role1" in comparison["metrics"]
+    assert "differently" not in r.stderr
+    r = run("report", jax, jax, "--out", tmp_path)
+    (folder,) = tmp_path.iterdir()
+    assert (folder / "timeline.png").is_file()
+    assert "role1 → role1" in (folder / "summary.md").read_text()
+    r = run("explain", jax)
+    assert r.stdout.startswith("role1 → role1")
+
+
+def test_inputs_whose_steps_were_chosen_differently_are_warned_about(tmp_path):
+    r = run("compare", REAL / "jax_loop.sqlite", REAL / "unified_memory.sqlite")
+    assert "steps were chosen differently" in r.stderr  # a graph cycle, a kernel pattern
+    r = run("compare", REAL / "jax_loop.sqlite", REAL / "torch_compile.sqlite")
+    assert "differently" not in r.stderr  # both: one cycle of graph 4
+    # a kernel pattern has no anchors: the report needs a gap, and says so
+    r = run("report", *[REAL / "unified_memory.sqlite"] * 2, "--out", tmp_path, code=2)
+    assert "give --gap" in r.output
+
+
+def test_several_exports_without_nvtx_are_analysed_without_a_spec():
+    r = run("analyze", REAL / "jax_loop.sqlite", REAL / "torch_compile.sqlite", "--format", "json")
+    data = json.loads(r.stdout)
+    assert [e["steps"] for e in data["exports"]] == [200, 40] and not data["failed"]
