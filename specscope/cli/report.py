@@ -121,7 +121,12 @@ def report_cmd(ctx: click.Context, inputs: tuple[str, ...], labels: str | None, 
     from specscope.analysis.inputs import pair_ranks, resolve, resolve_ranks
     from specscope.analysis.spec import check_regexes
     from specscope.analysis.targets import check_output_dir
-    from specscope.reports.report import report_folder, write_rank_index, write_report
+    from specscope.reports.report import (
+        drawing_helper,
+        report_folder,
+        write_rank_index,
+        write_report,
+    )
 
     names = _labels(labels, len(inputs))
     check_regexes({"--highlight": highlight})
@@ -131,10 +136,11 @@ def report_cmd(ctx: click.Context, inputs: tuple[str, ...], labels: str | None, 
     stats = {"noise_floor_pct": noise_floor, "min_steps": min_steps, "seed": seed}
     settings = _Settings(gap, lead_us, span_us, highlight, stats)
     if not per_rank:
-        resolved = [resolve(ref, spec_args.spec, spec_args.options) for ref in inputs]
-        one = _prepare(inputs, resolved, names, given, settings, names)
-        with report_folder(out) as out_dir:
-            write_report(out_dir, **one)
+        with drawing_helper() as helper:  # imports matplotlib while the inputs are analysed
+            resolved = [resolve(ref, spec_args.spec, spec_args.options) for ref in inputs]
+            one = _prepare(inputs, resolved, names, given, settings, names)
+            with report_folder(out) as out_dir:
+                write_report(out_dir, **one, helper=helper)
         click.echo(str(out_dir / "report.html"))
         return
     sides = [resolve_ranks(ref, spec_args.spec, spec_args.options) for ref in inputs]

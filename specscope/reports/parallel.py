@@ -88,7 +88,7 @@ def run_split(here: Sequence[Job], there: Sequence[Job], *, timeout_s: float = 3
         try:
             _run(here)
         finally:
-            child_ok = _wait(pid, timeout_s)
+            child_ok = wait_child(pid, timeout_s)
         if not child_ok:
             _run(there)
 
@@ -98,8 +98,8 @@ def _run(jobs: Sequence[Job]) -> None:
         job()
 
 
-def _wait(pid: int, timeout_s: float) -> bool:
-    """Reap the child ``pid``; whether it exited 0 within ``timeout_s`` (else it is killed)."""
+def wait_child(pid: int, timeout_s: float) -> bool:
+    """Reap the forked child ``pid``; whether it exited 0 within ``timeout_s`` (else it is killed)."""
     deadline = time.monotonic() + timeout_s
     while True:
         done, status = os.waitpid(pid, os.WNOHANG)
