@@ -99,7 +99,8 @@ def _run(jobs: Sequence[Job]) -> None:
 
 
 def wait_child(pid: int, timeout_s: float) -> bool:
-    """Reap the forked child ``pid``; whether it exited 0 within ``timeout_s`` (else it is killed)."""
+    """Reap the forked child ``pid``; whether it exited 0 within ``timeout_s`` (else it is
+    killed)."""
     deadline = time.monotonic() + timeout_s
     while True:
         done, status = os.waitpid(pid, os.WNOHANG)
