@@ -118,31 +118,29 @@ def report_cmd(ctx: click.Context, inputs: tuple[str, ...], labels: str | None, 
     Example: specscope report before.sqlite after.sqlite --skip 1 --labels main,fused --span 400
     --lead 40 --out reports
     """
-    from specscope.analysis.inputs import pair_ranks, resolve, resolve_ranks
-    from specscope.analysis.spec import check_regexes
-    from specscope.analysis.targets import check_output_dir
-    from specscope.reports.report import (
-        drawing_helper,
-        report_folder,
-        write_rank_index,
-        write_report,
-    )
+    from specscope.reports.drawing import drawing_helper
 
-    names = _labels(labels, len(inputs))
-    check_regexes({"--highlight": highlight})
-    check_output_dir(out, "--out", inputs)
-    gap, highlight = _gap_and_highlight(spec_args.spec, gap, highlight)
-    given = given_options(ctx, skip=("labels",))
-    stats = {"noise_floor_pct": noise_floor, "min_steps": min_steps, "seed": seed}
-    settings = _Settings(gap, lead_us, span_us, highlight, stats)
-    if not per_rank:
-        with drawing_helper() as helper:  # imports matplotlib while the inputs are analysed
+    names = _labels(labels, len(inputs))  # imports pandas
+    # a helper forked now imports matplotlib while this process analyses
+    with drawing_helper(enabled=not per_rank) as helper:
+        from specscope.analysis.inputs import pair_ranks, resolve, resolve_ranks
+        from specscope.analysis.spec import check_regexes
+        from specscope.analysis.targets import check_output_dir
+        from specscope.reports.report import report_folder, write_rank_index, write_report
+
+        check_regexes({"--highlight": highlight})
+        check_output_dir(out, "--out", inputs)
+        gap, highlight = _gap_and_highlight(spec_args.spec, gap, highlight)
+        given = given_options(ctx, skip=("labels",))
+        stats = {"noise_floor_pct": noise_floor, "min_steps": min_steps, "seed": seed}
+        settings = _Settings(gap, lead_us, span_us, highlight, stats)
+        if not per_rank:
             resolved = [resolve(ref, spec_args.spec, spec_args.options) for ref in inputs]
             one = _prepare(inputs, resolved, names, given, settings, names)
             with report_folder(out) as out_dir:
                 write_report(out_dir, **one, helper=helper)
-        click.echo(str(out_dir / "report.html"))
-        return
+            click.echo(str(out_dir / "report.html"))
+            return
     sides = [resolve_ranks(ref, spec_args.spec, spec_args.options) for ref in inputs]
     ranks = []
     for group in pair_ranks(sides):

@@ -2,25 +2,28 @@
 
 A job holds exactly what the figures are drawn from, and nothing of the analysis behind it, so
 that it pickles small: a helper process started before the analysis
-(:mod:`specscope.reports.prestart`) draws it while this process writes the pages. Matplotlib is
-imported by :func:`draw_figures` and :func:`warm_up` only, never when this module is: the
-process that analyses does not import it when a helper draws.
+(:mod:`specscope.reports.prestart`) draws it while this process writes the pages. Importing this
+module does not import matplotlib (:func:`draw_figures` and :func:`warm_up` do): the helper of
+:func:`drawing_helper` imports it while this process analyses, and this process imports it only
+to draw the figures itself, when there is no helper.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from specscope.reports import parallel
-from specscope.reports.style import Stamp
+from specscope.reports.prestart import Helper, prestarted
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from specscope.analysis.composition import MedianStep
+    from specscope.reports.style import Stamp
 
 PNGS = ("timeline.png", "distributions.png", "steps.png", "composition.png")
 
@@ -88,3 +91,11 @@ def warm_up() -> None:
 
     matplotlib.rcParams["backend"]  # noqa: B018 - resolved on first read
     font_manager.get_font(font_manager.findfont(font_manager.FontProperties()))
+
+
+def drawing_helper(*, enabled: bool = True) -> contextlib.AbstractContextManager[Helper | None]:
+    """A helper process that imports the drawing modules now (:func:`warm_up`), while the caller
+    analyses, and draws the :class:`FigureJob` handed to it
+    (:func:`specscope.reports.prestart.prestarted`); None when not ``enabled``, or where forking
+    is not possible or not useful (then the figures are drawn by :func:`draw_figures` here)."""
+    return prestarted(warm_up) if enabled else contextlib.nullcontext()

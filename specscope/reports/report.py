@@ -20,8 +20,8 @@ from specscope.analysis.compare import Comparison, Level
 from specscope.analysis.composition import MedianStep
 from specscope.analysis.inputs import ResolvedInput
 from specscope.reports import html, markdown
-from specscope.reports.drawing import PNGS, FigureJob, draw_figures, warm_up
-from specscope.reports.prestart import Helper, prestarted
+from specscope.reports.drawing import PNGS, FigureJob, draw_figures
+from specscope.reports.prestart import Helper
 from specscope.reports.style import Stamp, pretty_gap
 
 FILES = (*PNGS, "summary.md", "report.html")
@@ -255,8 +255,8 @@ def write_report(
 ) -> dict[str, Path]:
     """Write :data:`FILES` into ``out_dir`` (an existing, empty folder); return their paths.
     ``explanations``: texts of :mod:`specscope.analysis.explain`, shown as they are;
-    ``helper``: of :func:`drawing_helper`, which draws the figures meanwhile if it can (else
-    they are drawn here)."""
+    ``helper``: of :func:`specscope.reports.drawing.drawing_helper`, which draws the figures
+    meanwhile if it can (else they are drawn here)."""
     now = now or dt.datetime.now(dt.timezone.utc)
     paths = {name: out_dir / name for name in FILES}
     stamp_ = figure_stamp(inputs, labels)
@@ -275,14 +275,6 @@ def write_report(
     if not drawn:
         draw_figures(job)
     return paths
-
-
-def drawing_helper() -> contextlib.AbstractContextManager[Helper | None]:
-    """A helper process that imports the drawing modules now, while the caller analyses, and
-    draws the figures of the :func:`write_report` it is given to
-    (:func:`specscope.reports.prestart.prestarted`); None where that is not possible or not
-    useful (then :func:`write_report` draws them itself)."""
-    return prestarted(warm_up)
 
 
 def _stamp(now: dt.datetime) -> dict[str, str]:
