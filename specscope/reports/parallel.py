@@ -47,13 +47,17 @@ def can_fork() -> bool:
     return hasattr(os, "fork") and threading.active_count() == 1
 
 
+def usable_cpus() -> int:
+    """How many CPUs this process may run on."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
 def idle_cpu() -> bool:
     """Whether a second CPU is free for the child: this process may use two or more, and the
     1-minute load average is at most their number minus one (module doc)."""
-    if hasattr(os, "sched_getaffinity"):
-        cpus = len(os.sched_getaffinity(0))
-    else:
-        cpus = os.cpu_count() or 1
+    cpus = usable_cpus()
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
     return cpus >= 2 and load <= cpus - 1
 

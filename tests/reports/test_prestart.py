@@ -18,8 +18,10 @@ needs_fork = pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork here")
 
 @pytest.fixture(autouse=True)
 def idle(monkeypatch):
-    """As on an idle machine with no other thread (see tests/reports/test_parallel.py)."""
+    """As on an idle machine of two CPUs with no other thread (see
+    tests/reports/test_parallel.py)."""
     monkeypatch.setattr(parallel, "idle_cpu", lambda: True)
+    monkeypatch.setattr(parallel, "usable_cpus", lambda: 2)
     monkeypatch.setattr(parallel, "can_fork", lambda: hasattr(os, "fork"))
 
 
@@ -78,11 +80,19 @@ def test_a_hanging_job_is_killed():
         assert helper.wait(timeout_s=0.3) is False
 
 
-def test_no_helper_without_fork_or_an_idle_cpu(monkeypatch):
+def test_no_helper_without_fork_or_a_second_cpu(monkeypatch):
     monkeypatch.setattr(parallel, "can_fork", lambda: False)
     with prestarted(nothing) as helper:
         assert helper is None
     monkeypatch.setattr(parallel, "can_fork", lambda: True)
-    monkeypatch.setattr(parallel, "idle_cpu", lambda: False)
+    monkeypatch.setattr(parallel, "usable_cpus", lambda: 1)
     with prestarted(nothing) as helper:
         assert helper is None
+
+
+@needs_fork
+def test_a_helper_even_on_a_busy_machine(monkeypatch):
+    """The helper does nothing twice: it starts whatever the load (module doc)."""
+    monkeypatch.setattr(parallel, "idle_cpu", lambda: False)
+    with prestarted(nothing) as helper:
+        assert helper is not None

@@ -441,6 +441,7 @@ def test_a_prestarted_helper_draws_the_figures(tmp_path, monkeypatch):
     from specscope.reports import figures, parallel, timeline
 
     monkeypatch.setattr(parallel, "idle_cpu", lambda: True)
+    monkeypatch.setattr(parallel, "usable_cpus", lambda: 2)
     monkeypatch.setattr(parallel, "can_fork", lambda: hasattr(os, "fork"))
     pids = tmp_path / "pids"
     pids.mkdir()
@@ -473,6 +474,7 @@ def test_bad_input_with_a_helper_is_one_error_line(tmp_path, monkeypatch):
     from specscope.reports import parallel
 
     monkeypatch.setattr(parallel, "idle_cpu", lambda: True)
+    monkeypatch.setattr(parallel, "usable_cpus", lambda: 2)
     monkeypatch.setattr(parallel, "can_fork", lambda: hasattr(os, "fork"))
     out = tmp_path / "out"
     code, _, stderr = run_report(str(BEFORE), str(tmp_path / "nope.sqlite"), "--out", str(out))
