@@ -80,16 +80,17 @@ def draw_figures(job: FigureJob) -> None:
 
 
 def warm_up() -> None:
-    """Import what :func:`draw_figures` needs and load the figures' font, ahead of the job (a
-    prestarted helper's warm-up). Reading the default backend resolves it now: the boxplots ask
-    for it, which imports ``matplotlib.pyplot`` the first time."""
+    """Import what :func:`draw_figures` needs and load the figures' font, ahead of the job: a
+    prestarted helper's warm-up, in the helper only. It also sets the helper's backend to Agg
+    (every figure has its own Agg canvas anyway): left to be resolved, the default backend is
+    resolved when the boxplots read the settings, which imports ``matplotlib.pyplot``."""
     import matplotlib
-    from matplotlib import font_manager
+    from matplotlib import figure, font_manager  # noqa: F401 - the figures' class
     from matplotlib.backends import backend_agg  # noqa: F401 - the canvas of every figure
 
     from specscope.reports import figures, timeline  # noqa: F401
 
-    matplotlib.rcParams["backend"]  # noqa: B018 - resolved on first read
+    matplotlib.use("agg")
     font_manager.get_font(font_manager.findfont(font_manager.FontProperties()))
 
 
