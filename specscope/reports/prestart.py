@@ -1,15 +1,15 @@
 """A helper process started early: it warms up (imports) while this process analyses, then runs
 the one job it is handed (:func:`prestarted`).
 
-``specscope report`` spends about a third of its time importing: pandas and the analysis on one
-side, matplotlib on the other (issue 19: ~0.3 s of a 1.5 s report of two small exports before
-this). Only the figures need matplotlib, and they can only be drawn once the analysis is done;
-so a child forked before the analysis imports matplotlib on the second CPU meanwhile, and is
-handed the figures to draw when the analysis is done (the child then draws on two CPUs itself,
+``specscope report`` spends about a third of its CPU importing: pandas for the analysis,
+matplotlib for the figures (0.35-0.45 s of it, issue 19). Only the figures need matplotlib, and
+they can only be drawn once the analysis is done; so a child forked before the analysis imports
+matplotlib on the second CPU meanwhile, and is handed the figures to draw when the analysis is
+done (it splits them with a child of its own when a CPU is idle,
 :func:`specscope.reports.parallel.run_split`)::
 
-    parent | analyse (pandas) ......... | submit | write summary.md, report.html | wait |
-    child  | warm up (matplotlib) | idle | draw the figures (two CPUs)              | exit 0
+    parent | analyse (pandas) ....... | submit | write summary.md, report.html | wait   |
+    helper | warm up (matplotlib) ....... | draw the figures ........................ | exit 0
            fork
 
 The rules, each for a reason:
@@ -19,8 +19,8 @@ The rules, each for a reason:
   :func:`~specscope.reports.parallel.run_split`, the helper does nothing twice (it imports what
   this process would import to draw, and this process then does not), so it costs only the fork
   and the pickling (about 0.1 s of CPU in all) and overlaps the imports with the analysis even
-  on a busy machine (measured at a load average of 3 on 2 CPUs: best 1.76 s, median 2.1 s for
-  a report of two small exports, against 2.25 s and 2.5 s without it). Otherwise
+  on a busy machine (a report of two small exports at a load average of 3.2-3.7 on 2 CPUs: best
+  2.41 s against 2.72 s for the code before it, ``bench/README.md``). Otherwise
   :func:`prestarted` yields None and the caller does the work itself, as before. The helper's
   own drawing splits in two only when a CPU is idle (:func:`~specscope.reports.parallel.run_split`).
 - **The job travels pickled**, through a temporary file opened before the fork (the parent is
