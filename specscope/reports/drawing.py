@@ -45,9 +45,9 @@ class FigureJob:
     stamp: Stamp
 
 
-def draw_figures(job: FigureJob) -> None:
+def draw_figures(job: FigureJob, *, warm: bool = False) -> None:
     """Draw :data:`PNGS`, two of them in a forked child where that is possible
-    (:func:`parallel.run_split`)."""
+    (:func:`parallel.run_split`; ``warm``: drawn by a helper after :func:`warm_up`)."""
     from specscope.reports import figures, timeline
 
     views, labels, s = job.views, job.labels, job.stamp
@@ -76,7 +76,7 @@ def draw_figures(job: FigureJob) -> None:
         figures.steps_figure(job.frames, labels, job.paths["steps.png"], stamp_=s, anchors=order)
 
     # about equal halves of the drawing time (timeline ~40 %, composition ~10 %)
-    parallel.run_split([timeline_png, composition_png], [distributions_png, steps_png])
+    parallel.run_split([timeline_png, composition_png], [distributions_png, steps_png], warm=warm)
 
 
 def warm_up() -> None:

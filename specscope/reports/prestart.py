@@ -5,7 +5,7 @@ the one job it is handed (:func:`prestarted`).
 matplotlib for the figures (0.35-0.45 s of it, issue 19). Only the figures need matplotlib, and
 they can only be drawn once the analysis is done; so a child forked before the analysis imports
 matplotlib on the second CPU meanwhile, and is handed the figures to draw when the analysis is
-done (it splits them with a child of its own when a CPU is idle,
+done (it splits them with a child of its own when the load allows,
 :func:`specscope.reports.parallel.run_split`)::
 
     parent | analyse (pandas) ....... | submit | write summary.md, report.html | wait   |
@@ -22,7 +22,7 @@ The rules, each for a reason:
   on a busy machine (a report of two small exports at a load average of 3.2-3.7 on 2 CPUs: best
   2.41 s against 2.72 s for the code before it, ``bench/README.md``). Otherwise
   :func:`prestarted` yields None and the caller does the work itself, as before. The helper's
-  own drawing splits in two only when a CPU is idle (:func:`~specscope.reports.parallel.run_split`).
+  own drawing splits in two when the load leaves half a CPU (``run_split(warm=True)``).
 - **The job travels pickled**, through a temporary file opened before the fork (the parent is
   never blocked by a full pipe); the pipe carries only its length, or nothing: end of file
   (the parent gave no job) and the child leaves at once.

@@ -262,7 +262,7 @@ def write_report(
     stamp_ = figure_stamp(inputs, labels)
     frames = [i.analysis.frame for i in inputs]
     job = FigureJob({n: paths[n] for n in PNGS}, frames, labels, views, highlight, stamp_)
-    drawn = helper is not None and helper.submit(functools.partial(draw_figures, job))
+    drawn = helper is not None and helper.submit(functools.partial(draw_figures, job, warm=True))
     try:
         paths["summary.md"].write_text(
             summary_markdown(comparisons, inputs, labels, views, explanations)
