@@ -62,17 +62,21 @@ class Helper:
     def submit(self, job: Callable[[], object]) -> bool:
         """Hand ``job`` (picklable: a module-level function, or a ``functools.partial`` of one
         over picklable arguments) to the child; whether it was handed over (False: it does not
-        pickle, or a job was handed over already)."""
+        pickle, the child is gone, or a job was handed over already)."""
         if self._go < 0:
             return False
         try:
             data = pickle.dumps(job, protocol=pickle.HIGHEST_PROTOCOL)
         except Exception:  # noqa: BLE001 - not picklable: the caller runs it itself
             return False
-        self._payload.write(data)
-        self._payload.flush()
-        os.write(self._go, len(data).to_bytes(_LENGTH, "big"))
-        self._close_pipe()
+        try:
+            self._payload.write(data)
+            self._payload.flush()
+            os.write(self._go, len(data).to_bytes(_LENGTH, "big"))
+        except OSError:  # the child has left (its warm-up failed): the caller runs the job
+            return False
+        finally:
+            self._close_pipe()
         return True
 
     def wait(self, timeout_s: float = 300.0) -> bool:

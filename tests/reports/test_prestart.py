@@ -56,6 +56,17 @@ def test_a_failing_job_is_reported(tmp_path):
 
 
 @needs_fork
+def test_a_failed_warm_up_is_no_error_here(tmp_path):
+    """The child leaves when its warm-up fails: handing it the job, or waiting for it, says so
+    (the pipe may be closed already) instead of raising."""
+    with prestarted(fail) as helper:
+        time.sleep(0.2)  # most often the child is gone by now
+        ran = helper.submit(functools.partial(write_pid, tmp_path / "ran"))
+        assert not (ran and helper.wait())
+    assert not (tmp_path / "ran").exists()
+
+
+@needs_fork
 def test_a_job_that_does_not_pickle_is_not_handed_over(tmp_path):
     with prestarted(nothing) as helper:
         assert helper.submit(lambda: None) is False
