@@ -137,30 +137,34 @@ def report_cmd(ctx: click.Context, inputs: tuple[str, ...], labels: str | None, 
     from specscope.analysis.sqlread import prefer_light_reader
 
     prefer_light_reader(inputs)  # small exports: no pyarrow import (before pandas is imported)
-    from specscope.analysis.inputs import pair_ranks, resolve, resolve_ranks
-    from specscope.analysis.spec import check_regexes
-    from specscope.analysis.targets import check_output_dir
-    from specscope.reports.report import report_folder, write_rank_index, write_report
+    from specscope.reports.drawing import drawing_helper
 
-    names = _labels(labels, len(inputs))
-    check_regexes({"--highlight": highlight})
-    check_output_dir(out, "--out", inputs)
-    spec = spec_args.given_spec  # None: each export's steps chosen as `analyze` does
-    if spec is not None:
-        gap, highlight = _gap_and_highlight(spec, gap, highlight)
-    given = given_options(ctx, skip=("labels",))
-    stats = {"noise_floor_pct": noise_floor, "min_steps": min_steps, "seed": seed}
-    if not per_rank:
-        resolved = [resolve(ref, spec, spec_args.options) for ref in inputs]
-        warn_if_chosen_differently([r.analysis for r in resolved], spec_args.spec_given)
-        if spec is None:
-            gap, highlight = _gap_and_highlight(_chosen_spec(resolved), gap, highlight)
-        settings = _Settings(gap, lead_us, span_us, highlight, stats)
-        one = _prepare(inputs, resolved, names, given, settings, names)
-        with report_folder(out) as out_dir:
-            write_report(out_dir, **one)
-        click.echo(str(out_dir / "report.html"))
-        return
+    names = _labels(labels, len(inputs))  # imports pandas
+    # a helper forked now imports matplotlib while this process analyses
+    with drawing_helper(enabled=not per_rank) as helper:
+        from specscope.analysis.inputs import pair_ranks, resolve, resolve_ranks
+        from specscope.analysis.spec import check_regexes
+        from specscope.analysis.targets import check_output_dir
+        from specscope.reports.report import report_folder, write_rank_index, write_report
+
+        check_regexes({"--highlight": highlight})
+        check_output_dir(out, "--out", inputs)
+        spec = spec_args.given_spec  # None: each export's steps chosen as `analyze` does
+        if spec is not None:
+            gap, highlight = _gap_and_highlight(spec, gap, highlight)
+        given = given_options(ctx, skip=("labels",))
+        stats = {"noise_floor_pct": noise_floor, "min_steps": min_steps, "seed": seed}
+        if not per_rank:
+            resolved = [resolve(ref, spec, spec_args.options) for ref in inputs]
+            warn_if_chosen_differently([r.analysis for r in resolved], spec_args.spec_given)
+            if spec is None:
+                gap, highlight = _gap_and_highlight(_chosen_spec(resolved), gap, highlight)
+            settings = _Settings(gap, lead_us, span_us, highlight, stats)
+            one = _prepare(inputs, resolved, names, given, settings, names)
+            with report_folder(out) as out_dir:
+                write_report(out_dir, **one, helper=helper)
+            click.echo(str(out_dir / "report.html"))
+            return
     sides = [resolve_ranks(ref, spec, spec_args.options) for ref in inputs]
     every = [r for side in sides for r in side.values()]
     warn_if_chosen_differently([r.analysis for r in every], spec_args.spec_given)

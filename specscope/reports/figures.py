@@ -59,9 +59,10 @@ def _grid(n: int, ncols: int = 3, row_h: float = 4.6):
     nrows = max(1, math.ceil(n / ncols))
     height = row_h * nrows + 1.6 + FOOTER_IN
     fig = new_figure(figsize=(WIDTH_IN, height))
-    axes = fig.subplots(nrows, ncols, squeeze=False)
     gap_in = 1.1  # title above + tick labels and x label below each row
-    fig.subplots_adjust(
+    grid = fig.add_gridspec(
+        nrows,
+        ncols,
         left=0.06,
         right=0.99,
         top=1 - 0.95 / height,
@@ -69,10 +70,8 @@ def _grid(n: int, ncols: int = 3, row_h: float = 4.6):
         wspace=0.22,
         hspace=gap_in / (row_h - gap_in),
     )
-    flat = list(axes.flat)
-    for ax in flat[n:]:
-        ax.set_visible(False)
-    return fig, flat[:n], height
+    axes = [fig.add_subplot(grid[i // ncols, i % ncols]) for i in range(n)]  # no empty cells
+    return fig, axes, height
 
 
 def _legend(fig, handles: list, height: float, ncol: int) -> None:

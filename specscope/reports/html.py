@@ -12,8 +12,6 @@ import math
 from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
 
-import jinja2
-
 from specscope.analysis.compare import Comparison
 from specscope.reports.markdown import default_rows, display_name, format_change, format_value
 from specscope.reports.text import signed, unit_text
@@ -116,7 +114,10 @@ def package_version() -> str:
 
 def render_html(context: dict, template: str = "report.html") -> str:
     """Fill ``templates/<template>`` (the report page, or ``index.html`` of a per-rank report);
-    ``context`` keys are the template's variables."""
+    ``context`` keys are the template's variables. (jinja2 is imported here, when the page is
+    written: not before the analysis, while a helper may be drawing the figures.)"""
+    import jinja2
+
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("specscope.reports", "templates"),
         autoescape=jinja2.select_autoescape(["html"]),

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import functools
 import shutil
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -18,17 +19,12 @@ from pathlib import Path
 from specscope.analysis.compare import Comparison, Level
 from specscope.analysis.composition import MedianStep
 from specscope.analysis.inputs import ResolvedInput
-from specscope.reports import figures, html, markdown, parallel, timeline
+from specscope.reports import html, markdown
+from specscope.reports.drawing import PNGS, FigureJob, draw_figures
+from specscope.reports.prestart import Helper
 from specscope.reports.style import Stamp, pretty_gap
 
-FILES = (
-    "timeline.png",
-    "distributions.png",
-    "steps.png",
-    "composition.png",
-    "summary.md",
-    "report.html",
-)
+FILES = (*PNGS, "summary.md", "report.html")
 
 
 def new_report_dir(out: Path, now: dt.datetime | None = None) -> Path:
@@ -144,45 +140,6 @@ def figure_stamp(inputs: Sequence[ResolvedInput], labels: Sequence[str]) -> Stam
     )
 
 
-def _write_figures(
-    paths: dict[str, Path],
-    inputs: Sequence[ResolvedInput],
-    labels: Sequence[str],
-    views: Sequence[MedianStep | None],
-    highlight: str | None,
-) -> None:
-    """Draw the four PNGs of :data:`FILES` (timeline, distributions, steps, composition), two
-    of them in a forked child where that is possible (:func:`parallel.run_split`)."""
-    frames = [i.analysis.frame for i in inputs]
-    s = figure_stamp(inputs, labels)
-    order = timeline.anchor_order(views)  # one colour per anchor in every figure
-
-    def timeline_png() -> None:
-        timeline.timeline_figure(
-            views, labels, paths["timeline.png"], highlight=highlight, stamp_=s
-        )
-
-    def composition_png() -> None:
-        figures.composition_figure(
-            [v.composition if v else None for v in views],
-            labels,
-            paths["composition.png"],
-            steps=[v.step if v else None for v in views],
-            stamp_=s,
-        )
-
-    def distributions_png() -> None:
-        figures.distributions_figure(
-            frames, labels, paths["distributions.png"], stamp_=s, anchors=order
-        )
-
-    def steps_png() -> None:
-        figures.steps_figure(frames, labels, paths["steps.png"], stamp_=s, anchors=order)
-
-    # about equal halves of the drawing time (timeline ~40 %, composition ~10 %)
-    parallel.run_split([timeline_png, composition_png], [distributions_png, steps_png])
-
-
 def _figure_list(gap: str, highlight: str | None) -> list[dict[str, str]]:
     """The page's figures in order: id, file, alt text and caption (which names `gap`)."""
     gap_name = pretty_gap(gap)
@@ -294,18 +251,29 @@ def write_report(
     commands: Sequence[str] = (),
     now: dt.datetime | None = None,
     explanations: Sequence[str] = (),
+    helper: Helper | None = None,
 ) -> dict[str, Path]:
     """Write :data:`FILES` into ``out_dir`` (an existing, empty folder); return their paths.
-    ``explanations``: texts of :mod:`specscope.analysis.explain`, shown as they are."""
+    ``explanations``: texts of :mod:`specscope.analysis.explain`, shown as they are;
+    ``helper``: of :func:`specscope.reports.drawing.drawing_helper`, which draws the figures
+    meanwhile if it can (else they are drawn here)."""
     now = now or dt.datetime.now(dt.timezone.utc)
     paths = {name: out_dir / name for name in FILES}
-    _write_figures(paths, inputs, labels, views, highlight)
-    paths["summary.md"].write_text(
-        summary_markdown(comparisons, inputs, labels, views, explanations)
-    )
-    context = _page_context(inputs, labels, comparisons, views, gap, highlight, commands, now)
-    context["explanations"] = list(explanations)
-    paths["report.html"].write_text(html.render_html(context))
+    stamp_ = figure_stamp(inputs, labels)
+    frames = [i.analysis.frame for i in inputs]
+    job = FigureJob({n: paths[n] for n in PNGS}, frames, labels, views, highlight, stamp_)
+    drawn = helper is not None and helper.submit(functools.partial(draw_figures, job, warm=True))
+    try:
+        paths["summary.md"].write_text(
+            summary_markdown(comparisons, inputs, labels, views, explanations)
+        )
+        context = _page_context(inputs, labels, comparisons, views, gap, highlight, commands, now)
+        context["explanations"] = list(explanations)
+        paths["report.html"].write_text(html.render_html(context))
+    finally:
+        drawn = drawn and helper.wait()  # the figures are in place (or not) before leaving
+    if not drawn:
+        draw_figures(job)
     return paths
 
 

@@ -185,14 +185,13 @@ def _draw_host(ax, t: GapTimeline, lane: dict, xlim, colours, labels: _Labels) -
     phases = h.phases[h.phases["depth"] < MAX_DEPTH].assign(
         dur_us=lambda f: f["end_us"] - f["start_us"]
     )
+    boxes: dict[tuple[float, str, str], list] = {}  # one collection per row and colours
     for p in phases.sort_values("depth").itertuples():
         y = HOST_TOP - HOST_ROW * p.depth
         c = colours.get(p.name)
         face = "#e8e8e8" if c is None else ANCHOR_COLOURS[c]
         edge = "#999999" if c is None else ANCHOR_LINES[c]
-        ax.broken_barh(
-            [(p.start_us, p.dur_us)], (y - 0.22, 0.44), facecolors=face, edgecolors=edge, zorder=2
-        )
+        boxes.setdefault((y, face, edge), []).append((p.start_us, p.dur_us))
         width = min(p.end_us, xlim[1]) - max(p.start_us, xlim[0])
         if width > 0:
             x = _centred(p.start_us, p.end_us, xlim)
@@ -200,11 +199,16 @@ def _draw_host(ax, t: GapTimeline, lane: dict, xlim, colours, labels: _Labels) -
             if t_ is not None and _wider_than(t_, labels, ax, width):
                 t_.remove()
                 labels.boxes.pop()
-    rows = int(phases["depth"].max()) + 1 if len(phases) else 1  # no NVTX: one row for calls
-    y_api = HOST_TOP - HOST_ROW * max(min(rows, MAX_DEPTH), 1)
-    calls = h.calls.assign(dur_us=lambda f: f["end_us"] - f["start_us"])
-    for name, rows in calls.groupby("name"):
-        _bars(ax, rows, y_api, 0.44, _call_colour(str(name)), edgecolors="none")
+    for (y, face, edge), spans in boxes.items():
+        ax.broken_barh(spans, (y - 0.22, 0.44), facecolors=face, edgecolors=edge, zorder=2)
+    depth = int(phases["depth"].max()) + 1 if len(phases) else 1  # no NVTX: one row for calls
+    y_api = HOST_TOP - HOST_ROW * max(min(depth, MAX_DEPTH), 1)
+    calls = h.calls.assign(
+        dur_us=lambda f: f["end_us"] - f["start_us"],
+        colour=lambda f: [_call_colour(str(n)) for n in f["name"]],
+    )
+    for colour, rows in calls.groupby("colour", sort=False):  # one collection per colour
+        _bars(ax, rows, y_api, 0.44, colour, edgecolors="none")
     launched = t.ops[(t.ops["launch_tid"] == h.tid) & t.ops["launch_us"].notna()]
     for op in launched.drop_duplicates("correlation_id").itertuples():
         _link(ax, (op.launch_us, y_api + 0.22), (op.start_us, lane[op.stream_id]), "#888888", 0.8)

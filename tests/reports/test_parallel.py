@@ -112,3 +112,17 @@ def test_no_fork_beside_another_thread(monkeypatch):
     finally:
         stop.set()
         other.join()
+
+
+@needs_fork
+@pytest.mark.parametrize(
+    "load, warm, forked", [(1.3, True, True), (1.3, False, False), (1.7, True, False)]
+)
+def test_a_warm_child_needs_half_a_cpu(tmp_path, monkeypatch, load, warm, forked):
+    monkeypatch.undo()  # the real idle_cpu and can_fork, on a pretend machine of 2 CPUs
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0, 1}, raising=False)
+    monkeypatch.setattr(os, "getloadavg", lambda: (load, load, load))
+    monkeypatch.setattr(parallel, "can_fork", lambda: True)
+    there = tmp_path / "there"
+    parallel.run_split([], [writer(there, "b")], warm=warm)
+    assert (int(there.read_text().split()[1]) != os.getpid()) is forked

@@ -431,3 +431,54 @@ def test_a_failed_report_leaves_no_folder(tmp_path):
             (out_dir / "timeline.png").write_bytes(b"half")
             raise RuntimeError("figure failed")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_prestarted_helper_draws_the_figures(tmp_path, monkeypatch):
+    """With an idle CPU the figures are drawn by the helper forked before the analysis (the
+    timeline in it, the distributions in its own child), and the folder is complete."""
+    import os
+
+    from specscope.reports import figures, parallel, timeline
+
+    monkeypatch.setattr(parallel, "idle_cpu", lambda: True)
+    monkeypatch.setattr(parallel, "usable_cpus", lambda: 2)
+    monkeypatch.setattr(parallel, "can_fork", lambda: hasattr(os, "fork"))
+    pids = tmp_path / "pids"
+    pids.mkdir()
+
+    def spy(real):
+        def draw(*args, **kw):
+            (pids / f"{real.__name__} {os.getpid()}").touch()
+            return real(*args, **kw)
+
+        return draw
+
+    monkeypatch.setattr(timeline, "timeline_figure", spy(timeline.timeline_figure))
+    monkeypatch.setattr(figures, "distributions_figure", spy(figures.distributions_figure))
+    out = tmp_path / "out"
+    code, _, stderr = run_report(str(BEFORE), str(AFTER), "--skip", "1", "--out", str(out))
+    assert code == 0, stderr
+    check_folder(only_folder(out), 2)
+    drawn = dict(p.name.split() for p in pids.iterdir())
+    assert set(drawn) == {"timeline_figure", "distributions_figure"}
+    assert str(os.getpid()) not in drawn.values()
+    if hasattr(os, "fork"):
+        assert drawn["timeline_figure"] != drawn["distributions_figure"]
+    with pytest.raises(ChildProcessError):
+        os.waitpid(-1, os.WNOHANG)  # no child left behind
+
+
+def test_bad_input_with_a_helper_is_one_error_line(tmp_path, monkeypatch):
+    import os
+
+    from specscope.reports import parallel
+
+    monkeypatch.setattr(parallel, "idle_cpu", lambda: True)
+    monkeypatch.setattr(parallel, "usable_cpus", lambda: 2)
+    monkeypatch.setattr(parallel, "can_fork", lambda: hasattr(os, "fork"))
+    out = tmp_path / "out"
+    code, _, stderr = run_report(str(BEFORE), str(tmp_path / "nope.sqlite"), "--out", str(out))
+    assert code == 2 and stderr.startswith("Error:") and "Traceback" not in stderr
+    assert not out.exists()
+    with pytest.raises(ChildProcessError):
+        os.waitpid(-1, os.WNOHANG)  # the helper was killed and reaped

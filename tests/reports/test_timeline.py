@@ -196,11 +196,9 @@ def test_span_must_be_positive(tmp_path, bad):
     assert r.exit_code == 2
 
 
-def test_gap_panels_take_their_anchor_colour_in_every_figure(tmp_path):
+def test_gap_panels_take_their_anchor_colour_in_every_figure(tmp_path, monkeypatch):
     """A gap's panel title in the distributions and steps figures has the colour its closing
     anchor has in the timeline (one colour per anchor in every figure)."""
-    from matplotlib import pyplot as plt
-
     from specscope.reports import figures
     from specscope.reports.style import ANCHOR_LINES, anchor_colours
 
@@ -210,17 +208,14 @@ def test_gap_panels_take_their_anchor_colour_in_every_figure(tmp_path):
     )
     order = ["c", "b"]  # the timeline's order: c drawn first
     titles = {}
-    real_savefig = plt.Figure.savefig
+    real_save = figures.save_png
 
-    def keep_titles(fig, *args, **kw):
+    def keep_titles(fig, path):
         titles.update({ax.get_title(): ax.title.get_color() for ax in fig.axes if ax.get_title()})
-        return real_savefig(fig, *args, **kw)
+        return real_save(fig, path)
 
-    plt.Figure.savefig = keep_titles
-    try:
-        figures.distributions_figure([frame], ["x"], tmp_path / "d.png", anchors=order)
-    finally:
-        plt.Figure.savefig = real_savefig
+    monkeypatch.setattr(figures, "save_png", keep_titles)
+    figures.distributions_figure([frame], ["x"], tmp_path / "d.png", anchors=order)
     colours = anchor_colours(order)
     by_title = {t: c for t, c in titles.items() if "→" in t or "->" in t}
     assert sorted(by_title.values()) == sorted(
