@@ -348,15 +348,21 @@ class Trace:
     @cached_property
     def ops(self) -> pd.DataFrame:
         """Every GPU operation, with the start and thread of the API call that launched it."""
-        (start, end, corr, device, stream, short, full, pid, low, nbytes) = self._read_ops()
-        copy, in_graph, kind = _unpack_op_flags(low)
-        del low
+        columns = self._read_ops()
+        start, end, corr, device, stream, pid, nbytes = (columns[i] for i in (0, 1, 2, 3, 4, 7, 9))
+        copy, in_graph, kind = _unpack_op_flags(columns[8])
+        # each read column that is only an input is dropped once used (20 M ops: 80 MB each)
+        names = {}
+        for col, i in (("name", 5), ("full_name", 6)):
+            names[col] = _categorical(columns[i], self.strings, self.memcpy_names)
+            columns[i] = None
+        columns[8] = None
         api_start, api_tid = self._launches(pid, corr)
         # codes of COPY_KINDS; -1 (missing) for everything that is not a memcpy (int8 all along:
         # no temporary of 8 bytes per op)
         copy_code = _COPY_CODE[copy.view(np.uint8)]
         copy_code[kind != KINDS.index("memcpy")] = -1
-        del copy
+        del copy, columns
         return pd.DataFrame(
             {
                 "start_ns": start,
@@ -365,8 +371,7 @@ class Trace:
                 "stream_id": stream,
                 "pid": pid,
                 "correlation_id": corr,
-                "name": _categorical(short, self.strings, self.memcpy_names),
-                "full_name": _categorical(full, self.strings, self.memcpy_names),
+                **names,
                 "kind": pd.Categorical.from_codes(kind, categories=pd.Index(KINDS, dtype=object)),
                 "in_graph": in_graph,
                 "copy_kind": pd.Categorical.from_codes(
@@ -698,24 +703,39 @@ def _labelled(codes: np.ndarray, label) -> pd.Categorical:
         categories = pd.Index(sorted(set(labels)), dtype=object)
         return pd.Categorical(np.asarray(labels, dtype=object)[inverse], categories=categories)
     categories = pd.Index(labels, dtype=object)
-    return pd.Categorical.from_codes(inverse.astype("int32", copy=False), categories=categories)
+    return pd.Categorical.from_codes(inverse, categories=categories)
 
 
 def _unique_inverse(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``np.unique(codes, return_inverse=True)``; without its sort when the codes span a range
-    no wider than their count (op names: StringIds ids and small negative codes)."""
+    """``np.unique(codes, return_inverse=True)``, the inverse in the smallest signed integer
+    dtype that holds it (op names: int8 for up to 127 distinct names, so 20 M ops need 20 MB);
+    without the sort when the codes span a range no wider than their count (op names:
+    StringIds ids and small negative codes), in chunks of :data:`CHUNK_ROWS` (no temporary of
+    the codes' size)."""
     if len(codes) == 0:
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int8)
     lo, hi = int(codes.min()), int(codes.max())
     if hi - lo > max(len(codes), 1 << 16):
         uniq, inverse = np.unique(codes, return_inverse=True)
-        return uniq, inverse.reshape(-1)
-    offset = codes - codes.dtype.type(lo)  # fits the codes' dtype: 0 <= offset <= hi - lo
+        return uniq, inverse.reshape(-1).astype(_index_dtype(len(uniq)))
+    base = codes.dtype.type(lo)  # codes - base fits the codes' dtype: 0 <= it <= hi - lo
     present = np.zeros(hi - lo + 1, dtype=bool)
-    present[offset] = True
+    for i in range(0, len(codes), CHUNK_ROWS):
+        present[codes[i : i + CHUNK_ROWS] - base] = True
     uniq = np.flatnonzero(present) + lo
-    position = np.cumsum(present, dtype=np.int32) - 1  # of each present code among uniq
-    return uniq, position[offset]
+    dtype = _index_dtype(len(uniq))
+    position = (np.cumsum(present, dtype=np.int64) - 1).astype(dtype)  # among uniq
+    inverse = np.empty(len(codes), dtype=dtype)
+    for i in range(0, len(codes), CHUNK_ROWS):
+        inverse[i : i + CHUNK_ROWS] = position[codes[i : i + CHUNK_ROWS] - base]
+    return uniq, inverse
+
+
+def _index_dtype(n: int) -> np.dtype:
+    """The smallest signed integer dtype holding 0..n-1 (what pandas keeps as the codes of a
+    categorical of ``n`` categories)."""
+    return next(np.dtype(t) for t in (np.int8, np.int16, np.int32, np.int64)
+                if n <= np.iinfo(t).max)  # fmt: skip
 
 
 def _unpack_op_flags(low: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
