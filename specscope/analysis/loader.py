@@ -46,6 +46,7 @@ import pandas as pd
 
 from specscope.analysis import opsread, progress
 from specscope.analysis.compressed import XZ_MAGIC, remove_quietly, xz_copy
+from specscope.analysis.memory import give_back, one_value_view
 from specscope.analysis.opsread import KINDS, RUNTIME, read_ops, read_runtime, runtime_sql
 from specscope.analysis.opsread import PID_MASK as _PID_MASK
 from specscope.analysis.sqlread import (
@@ -349,21 +350,23 @@ class Trace:
     def ops(self) -> pd.DataFrame:
         """Every GPU operation, with the start and thread of the API call that launched it."""
         columns = self._read_ops()
-        start, end, corr, device, stream, pid, nbytes = (columns[i] for i in (0, 1, 2, 3, 4, 7, 9))
-        copy, in_graph, kind = _unpack_op_flags(columns[8])
         # each read column that is only an input is dropped once used (20 M ops: 80 MB each)
         names = {}
         for col, i in (("name", 5), ("full_name", 6)):
             names[col] = _categorical(columns[i], self.strings, self.memcpy_names)
             columns[i] = None
-        columns[8] = None
+        copy, in_graph, kind = _unpack_op_flags(columns[8])
+        start, end, corr, stream, nbytes = (columns[i] for i in (0, 1, 2, 4, 9))
+        device, pid = one_value_view(columns[3]), one_value_view(columns[7])
+        del columns
         api_start, api_tid = self._launches(pid, corr)
-        device, pid, api_tid = (_one_value_view(c) for c in (device, pid, api_tid))
+        api_tid = one_value_view(api_tid)
         # codes of COPY_KINDS; -1 (missing) for everything that is not a memcpy (int8 all along:
         # no temporary of 8 bytes per op)
         copy_code = _COPY_CODE[copy.view(np.uint8)]
         copy_code[kind != KINDS.index("memcpy")] = -1
-        del copy, columns
+        del copy
+        give_back(len(start))  # the read's and the launch matching's freed chunks
         return pd.DataFrame(
             {
                 "start_ns": start,
@@ -655,7 +658,6 @@ def _call_rows(a_pid: np.ndarray, a_corr: np.ndarray):
 
 
 CHUNK_ROWS = 1 << 20  # row-wise work over millions of ops goes in chunks of this many rows
-ONE_VALUE_MIN_ROWS = CHUNK_ROWS  # shorter columns stay as they are (:func:`_one_value_view`)
 _CORR_BITS = 38  # (pid, correlation id) pairs are matched as pid << 38 | correlationId
 # code in COPY_KINDS of each copyKind byte: 1 htod, 2 dtoh, 8 dtod, 11-13 unified, else other
 _COPY_CODE = np.full(256, COPY_KINDS.index("other"), dtype=np.int8)
@@ -731,21 +733,6 @@ def _unique_inverse(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     for i in range(0, len(codes), CHUNK_ROWS):
         inverse[i : i + CHUNK_ROWS] = position[codes[i : i + CHUNK_ROWS] - base]
     return uniq, inverse
-
-
-def _one_value_view(values: np.ndarray) -> np.ndarray:
-    """``values``; where all of a large column are one value, a read-only view of that value
-    repeated (stride 0: one element of memory, the same values and dtype to every reader).
-
-    A capture of one process on one GPU, launched from one thread, has one device, pid and
-    launching thread for every operation: 12 bytes per op (240 MB at 20 M ops) that need not
-    exist. Frames never write into their columns (pandas' copy-on-write), and a filter or a
-    copy gives an ordinary array again."""
-    if not len(values) or len(values) < ONE_VALUE_MIN_ROWS:
-        return values
-    if values[0] != values.min() or values[0] != values.max():
-        return values
-    return np.broadcast_to(values[:1].copy(), values.shape)
 
 
 def _index_dtype(n: int) -> np.dtype:

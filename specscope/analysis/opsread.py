@@ -31,6 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from specscope.analysis import progress
+from specscope.analysis.memory import one_value_view
 from specscope.analysis.sqlread import (
     SPLIT32,
     SQLITE_MAGIC,
@@ -117,6 +118,7 @@ def read_runtime(con: sqlite3.Connection, columnar, sql: str) -> list[np.ndarray
     """start, end, globalTid, correlationId, nameId of every CUDA API call (one scan; int64),
     read by ``sql`` (:func:`runtime_sql`)."""
     cols = int_columns(con, columnar, sql, 5)
+    cols[2] = one_value_view(cols[2])  # one launching thread: one element
     progress.report("CUDA API calls", 1, 1)
     return cols
 

@@ -34,6 +34,7 @@ import pandas as pd
 
 from specscope.analysis.launch_steps import launch_steps, pick_thread
 from specscope.analysis.loader import CHUNK_ROWS, CaptureMode, Trace
+from specscope.analysis.memory import give_back
 from specscope.analysis.spec import StepSpec
 from specscope.analysis.validate import no_launch_note
 from specscope.errors import Info, SpecError
@@ -163,6 +164,7 @@ def find_steps(
     anchors = anchors.assign(step=interval_index(s_start, s_end, anchors["start_ns"].to_numpy()))
     ops = _project(trace, sel_pid, sel_tid, all_steps, anchors)
     ops, device_id = _pick_device(trace, ops, skip, device, notes)
+    give_back(len(ops))
     kept, dropped = _kept_steps(ops, all_steps, skip, device_id, notes)
     return Steps(
         spec=spec,

@@ -1,6 +1,6 @@
 """The lean per-operation state of large exports gives the same analyses as the plain one.
 
-Above ``loader.ONE_VALUE_MIN_ROWS`` operations, a column of one value (device, pid, launching
+Above ``memory.ONE_VALUE_MIN_ROWS`` operations, a column of one value (device, pid, launching
 thread) is a stride-0 view; the tests lower the threshold to 0 so that the small committed
 exports take that path, and compare every output with the plain path.
 """
@@ -12,9 +12,10 @@ import pandas as pd
 import pytest
 from testdata import AFTER, DATA, GRAPH
 
-from specscope.analysis import loader
+from specscope.analysis import loader, memory
 from specscope.analysis.auto import analyze_processes
-from specscope.analysis.loader import _one_value_view, _unique_inverse, load
+from specscope.analysis.loader import _unique_inverse, load
+from specscope.analysis.memory import one_value_view
 from specscope.analysis.metrics import union_coverage
 from specscope.analysis.run import DEFAULT_OPTIONS, AnalyzeOptions
 from specscope.analysis.spec import load_preset
@@ -24,7 +25,7 @@ EXPORTS = [AFTER, GRAPH, DATA / "cpu_eagle_2023.sqlite"]
 
 
 def _outputs(path, monkeypatch, min_rows: int) -> list[str]:
-    monkeypatch.setattr(loader, "ONE_VALUE_MIN_ROWS", min_rows)
+    monkeypatch.setattr(memory, "ONE_VALUE_MIN_ROWS", min_rows)
     out = []
     for spec in (None, load_preset("eagle")):
         trace = load(path)
@@ -43,9 +44,9 @@ def test_one_value_columns_give_the_same_analyses(path, monkeypatch) -> None:
 
 
 def test_one_value_columns_are_views(monkeypatch) -> None:
-    monkeypatch.setattr(loader, "ONE_VALUE_MIN_ROWS", 0)
+    monkeypatch.setattr(memory, "ONE_VALUE_MIN_ROWS", 0)
     lean = load(AFTER).ops
-    monkeypatch.setattr(loader, "ONE_VALUE_MIN_ROWS", loader.CHUNK_ROWS)
+    monkeypatch.setattr(memory, "ONE_VALUE_MIN_ROWS", loader.CHUNK_ROWS)
     plain = load(AFTER).ops
     pd.testing.assert_frame_equal(lean, plain)
     for col in ("device_id", "pid"):
@@ -55,13 +56,13 @@ def test_one_value_columns_are_views(monkeypatch) -> None:
 
 
 def test_one_value_view_only_for_one_value(monkeypatch) -> None:
-    monkeypatch.setattr(loader, "ONE_VALUE_MIN_ROWS", 0)
+    monkeypatch.setattr(memory, "ONE_VALUE_MIN_ROWS", 0)
     same = np.full(10, 7, dtype=np.int32)
-    view = _one_value_view(same)
+    view = one_value_view(same)
     assert view.strides == (0,) and view.dtype == np.int32 and (view == 7).all()
     mixed = np.array([7, 7, 8], dtype=np.int32)
-    assert _one_value_view(mixed) is mixed
-    assert len(_one_value_view(np.zeros(0, dtype=np.int32))) == 0
+    assert one_value_view(mixed) is mixed
+    assert len(one_value_view(np.zeros(0, dtype=np.int32))) == 0
 
 
 @pytest.mark.parametrize("n_codes", [1, 127, 128, 40_000])
@@ -97,3 +98,25 @@ def test_coverage_with_an_int32_order_is_the_sorted_one() -> None:
     order = np.argsort(starts, kind="stable")
     sorted_ = union_coverage(starts[order], ends[order], chunk=256)(t)
     np.testing.assert_array_equal(by_order, sorted_)
+
+
+@pytest.mark.parametrize(
+    "runs",
+    [[50], [40, 5, 3], [3, 40, 5], [5, 3, 40], [20, 20], [10, 10, 10], [1, 60, 1]],
+    ids=str,
+)
+@pytest.mark.parametrize("ties", [False, True])
+def test_start_order_is_the_stable_argsort(runs: list[int], ties: bool, monkeypatch) -> None:
+    """Sorted runs (tables of ops) merged, or sorted; ties resolved as the stable sort does."""
+    from specscope.analysis import metrics
+
+    monkeypatch.setattr(metrics, "CHUNK_ROWS", 7)  # several chunks
+    rng = np.random.default_rng(len(runs) + ties)
+    high = 15 if ties else 10**6
+    starts = np.concatenate([np.sort(rng.integers(0, high, size=n)) for n in runs])
+    order = metrics.start_order(starts)
+    if len(runs) == 1:
+        assert order is None
+        return
+    np.testing.assert_array_equal(order, np.argsort(starts, kind="stable"))
+    assert order.dtype == np.int32
