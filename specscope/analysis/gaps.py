@@ -48,7 +48,7 @@ import numpy as np
 import pandas as pd
 
 from specscope.analysis.loader import CHUNK_ROWS
-from specscope.analysis.metrics import ops_coverage, pair_frame
+from specscope.analysis.metrics import first_per_step, ops_coverage, pair_frame
 from specscope.analysis.spec import anchor_pairs
 from specscope.analysis.steps import Steps
 
@@ -166,14 +166,12 @@ def gap_attribution(steps: Steps) -> pd.DataFrame:
             frame = pair_frame(steps, values[metric], f"{metric}:")
             cols.update((col, frame[col].reindex(kept).to_numpy()) for col in frame.columns)
     a = steps.anchors
-    rows = pd.DataFrame(
-        {
-            "step": a["step"].to_numpy(),
-            "metric": [f"{LATENCY}:{n}" for n in a["name"].to_numpy(dtype=object)],
-            "value": (ext["first_ns"] - ext["launch_ns"]).to_numpy() / 1e3,
-        }
+    code, names = pd.factorize(a["name"].to_numpy(dtype=object), use_na_sentinel=False)
+    latency = first_per_step(
+        a["step"].to_numpy(),
+        code,
+        [f"{LATENCY}:{n}" for n in names],
+        (ext["first_ns"] - ext["launch_ns"]).to_numpy() / 1e3,
     )
-    rows = rows[rows["step"] >= 0]
-    latency = rows.groupby(["step", "metric"], sort=False)["value"].first().unstack()
     cols.update((col, latency[col].reindex(kept).to_numpy()) for col in latency.columns)
     return pd.DataFrame(cols, index=index)  # in one piece (many anchors: many columns)

@@ -46,7 +46,7 @@ import pandas as pd
 
 from specscope.analysis import opsread, progress
 from specscope.analysis.compressed import XZ_MAGIC, remove_quietly, xz_copy
-from specscope.analysis.memory import give_back, one_value_view
+from specscope.analysis.memory import give_back, narrow_ints, one_value_view
 from specscope.analysis.opsread import KINDS, RUNTIME, read_ops, read_runtime, runtime_sql
 from specscope.analysis.opsread import PID_MASK as _PID_MASK
 from specscope.analysis.sqlread import (
@@ -358,6 +358,7 @@ class Trace:
         copy, in_graph, kind = _unpack_op_flags(columns[8])
         start, end, corr, stream, nbytes = (columns[i] for i in (0, 1, 2, 4, 9))
         device, pid = one_value_view(columns[3]), one_value_view(columns[7])
+        corr = narrow_ints(corr)
         del columns
         api_start, api_tid = self._launches(pid, corr)
         api_tid = one_value_view(api_tid)

@@ -1,7 +1,7 @@
 """The lean per-operation state of large exports gives the same analyses as the plain one.
 
 Above ``memory.ONE_VALUE_MIN_ROWS`` operations, a column of one value (device, pid, launching
-thread) is a stride-0 view; the tests lower the threshold to 0 so that the small committed
+thread) is a stride-0 view and correlation ids are int32 where they fit; the tests lower the threshold to 0 so that the small committed
 exports take that path, and compare every output with the plain path.
 """
 
@@ -48,10 +48,11 @@ def test_one_value_columns_are_views(monkeypatch) -> None:
     lean = load(AFTER).ops
     monkeypatch.setattr(memory, "ONE_VALUE_MIN_ROWS", loader.CHUNK_ROWS)
     plain = load(AFTER).ops
-    pd.testing.assert_frame_equal(lean, plain)
+    pd.testing.assert_frame_equal(lean, plain, check_dtype=False)
     for col in ("device_id", "pid"):
         assert lean[col].to_numpy().strides == (0,)
         assert lean[col].dtype == plain[col].dtype
+    assert lean["correlation_id"].dtype == np.int32
     assert lean["start_ns"].to_numpy().strides == (8,)
 
 
@@ -111,6 +112,7 @@ def test_start_order_is_the_stable_argsort(runs: list[int], ties: bool, monkeypa
     from specscope.analysis import metrics
 
     monkeypatch.setattr(metrics, "CHUNK_ROWS", 7)  # several chunks
+    monkeypatch.setattr(metrics, "WHOLE_COVERAGE_MAX", 0)  # merged, as above 4 M ops
     rng = np.random.default_rng(len(runs) + ties)
     high = 15 if ties else 10**6
     starts = np.concatenate([np.sort(rng.integers(0, high, size=n)) for n in runs])
@@ -120,3 +122,25 @@ def test_start_order_is_the_stable_argsort(runs: list[int], ties: bool, monkeypa
         return
     np.testing.assert_array_equal(order, np.argsort(starts, kind="stable"))
     assert order.dtype == np.int32
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_first_per_step_is_the_groupby(seed: int) -> None:
+    """The first non-NaN value per (step, label), columns and rows in order of appearance, as
+    pandas' groupby(sort=False).first().unstack() gives; labels repeated merge."""
+    from specscope.analysis.metrics import first_per_step
+
+    rng = np.random.default_rng(seed)
+    n = 60
+    step = rng.integers(-1, 6, size=n)
+    labels = ["b", "a", "c", "a"]  # the last repeats a label
+    code = rng.integers(0, len(labels), size=n)
+    values = rng.normal(size=n)
+    values[rng.random(n) < 0.3] = np.nan
+    got = first_per_step(step, code, labels, values)
+    rows = pd.DataFrame({"step": step, "metric": np.asarray(labels)[code], "value": values})
+    rows = rows[rows["step"] >= 0]
+    want = rows.groupby(["step", "metric"], sort=False)["value"].first().unstack()
+    pd.testing.assert_frame_equal(got, want, check_index_type=False, check_column_type=False)
+    empty = first_per_step(np.full(3, -1), np.zeros(3, dtype=int), ["a"], np.ones(3))
+    assert list(empty.columns) == []
