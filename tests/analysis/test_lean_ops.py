@@ -1,8 +1,9 @@
 """The lean per-operation state of large exports gives the same analyses as the plain one.
 
 Above ``memory.ONE_VALUE_MIN_ROWS`` operations, a column of one value (device, pid, launching
-thread) is a stride-0 view and correlation ids are int32 where they fit; the tests lower the threshold to 0 so that the small committed
-exports take that path, and compare every output with the plain path.
+thread) is a stride-0 view and correlation ids are int32 where they fit; the tests lower the
+threshold to 0 so that the small committed exports take that path, and compare every output
+with the plain path.
 """
 
 from __future__ import annotations
