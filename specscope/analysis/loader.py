@@ -358,7 +358,7 @@ class Trace:
         copy, in_graph, kind = _unpack_op_flags(columns[8])
         start, end, corr, stream, nbytes = (columns[i] for i in (0, 1, 2, 4, 9))
         device, pid = one_value_view(columns[3]), one_value_view(columns[7])
-        corr = narrow_ints(corr)
+        corr, nbytes = narrow_ints(corr), narrow_ints(nbytes)
         del columns
         api_start, api_tid = self._launches(pid, corr)
         api_tid = one_value_view(api_tid)

@@ -1,7 +1,7 @@
 """The lean per-operation state of large exports gives the same analyses as the plain one.
 
 Above ``memory.ONE_VALUE_MIN_ROWS`` operations, a column of one value (device, pid, launching
-thread) is a stride-0 view and correlation ids are int32 where they fit; the tests lower the
+thread) is a stride-0 view, correlation ids and bytes are int32 where they fit; the tests lower the
 threshold to 0 so that the small committed exports take that path, and compare every output
 with the plain path.
 """
@@ -21,6 +21,7 @@ from specscope.analysis.metrics import union_coverage
 from specscope.analysis.run import DEFAULT_OPTIONS, AnalyzeOptions
 from specscope.analysis.spec import load_preset
 from specscope.analysis.steps import interval_index, op_index_dtype
+from specscope.analysis.summary import totals
 
 EXPORTS = [AFTER, GRAPH, DATA / "cpu_eagle_2023.sqlite"]
 
@@ -34,6 +35,7 @@ def _outputs(path, monkeypatch, min_rows: int) -> list[str]:
             export = analyze_processes(trace, spec, options)
             out += [p.analysis.json_text() for p in export.processes]
             out += [p.analysis.frame.to_csv() for p in export.processes]
+        out += [frame.to_csv() for frame in totals(trace).values()]
     return out
 
 
@@ -53,7 +55,7 @@ def test_one_value_columns_are_views(monkeypatch) -> None:
     for col in ("device_id", "pid"):
         assert lean[col].to_numpy().strides == (0,)
         assert lean[col].dtype == plain[col].dtype
-    assert lean["correlation_id"].dtype == np.int32
+    assert lean["correlation_id"].dtype == np.int32 and lean["bytes"].dtype == np.int32
     assert lean["start_ns"].to_numpy().strides == (8,)
 
 
