@@ -1,7 +1,7 @@
 """Giving freed memory back to the system between the stages of a large analysis.
 
 An analysis of a large export works through millions of operations in chunks
-(:data:`specscope.analysis.loader.CHUNK_ROWS` rows): each chunk's temporaries (a few MB each)
+(:data:`specscope.analysis.loader.CHUNK_ROWS` rows): each chunk's temporaries (2 MB each)
 are freed before the next. glibc's ``malloc`` serves blocks of that size from its heap, not
 from their own mappings (its threshold for those rises to 32 MB once a large array has been
 freed), and keeps freed heap memory for reuse: the process' resident memory climbed by

@@ -116,8 +116,8 @@ class StepMetrics:
     window_start_ns: pd.Series | None = None  # per step: first start of its GPU work
 
 
-WHOLE_COVERAGE_MAX = 4 * CHUNK_ROWS
-"""Up to this many operations, :func:`ops_coverage` keeps the whole prefix (three arrays of
+WHOLE_COVERAGE_MAX = 1 << 22
+"""Up to this many operations (4 M), :func:`ops_coverage` keeps the whole prefix (three arrays of
 the operations' size: 100 MB at 4 M) and answers every later query without another pass."""
 
 
