@@ -48,7 +48,12 @@ import numpy as np
 import pandas as pd
 
 from specscope.analysis.loader import CHUNK_ROWS
-from specscope.analysis.metrics import first_per_step, ops_coverage, pair_frame
+from specscope.analysis.metrics import (
+    anchor_name_codes,
+    first_per_step,
+    ops_coverage,
+    pair_frame,
+)
 from specscope.analysis.spec import anchor_pairs
 from specscope.analysis.steps import Steps
 
@@ -166,7 +171,7 @@ def gap_attribution(steps: Steps) -> pd.DataFrame:
             frame = pair_frame(steps, values[metric], f"{metric}:")
             cols.update((col, frame[col].reindex(kept).to_numpy()) for col in frame.columns)
     a = steps.anchors
-    code, names = pd.factorize(a["name"].to_numpy(dtype=object), use_na_sentinel=False)
+    code, names = anchor_name_codes(steps)
     latency = first_per_step(
         a["step"].to_numpy(),
         code,

@@ -286,11 +286,21 @@ def pair_frame(steps: Steps, values: np.ndarray, prefix: str) -> pd.DataFrame:
     a = steps.anchors
     if len(a) < 2:
         return pd.DataFrame()
-    code, names = pd.factorize(a["name"].to_numpy(dtype=object), use_na_sentinel=False)
+    code, names = anchor_name_codes(steps)
     k = len(names)
     pairs, pair = np.unique(code[:-1] * k + code[1:], return_inverse=True)
     labels = [f"{prefix}{names[p // k]}->{names[p % k]}" for p in pairs]
     return first_per_step(a["step"].to_numpy()[1:], pair.reshape(-1), labels, values)
+
+
+def anchor_name_codes(steps: Steps) -> tuple[np.ndarray, np.ndarray]:
+    """(code of each anchor instance's name, the distinct names in order of appearance), worked
+    out once per :class:`Steps` (the CPU, GPU and attribution gaps all group by them)."""
+    cache = steps.__dict__
+    if "_anchor_codes" not in cache:
+        names = steps.anchors["name"].to_numpy(dtype=object)
+        cache["_anchor_codes"] = pd.factorize(names, use_na_sentinel=False)
+    return cache["_anchor_codes"]
 
 
 def first_per_step(
