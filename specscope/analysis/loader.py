@@ -20,6 +20,8 @@ Frames and their columns (times in ns, as in the export):
     bytes, api_start_ns, api_tid``. ``name`` is the kernel's short name, ``full_name`` the
     demangled one (what ``nsys stats`` groups by). ``api_start_ns``/``api_tid`` come from the
     CUDA API call with the same correlation id in the same process (NaN / -1 if none).
+    From 1 M ops on, a column of one value (device, pid, thread) is a read-only view of that
+    value, and correlation ids and bytes are int32 where every value fits (:mod:`.memory`).
 ``nvtx`` (closed ranges, push/pop and start/end)
     ``start_ns, end_ns, name, domain, pid, tid, event_type``; name = ``text`` or
     ``StringIds[textId]``; domain resolved per process from the domain-create events.
