@@ -48,7 +48,12 @@ import numpy as np
 import pandas as pd
 
 from specscope.analysis.loader import CHUNK_ROWS
-from specscope.analysis.metrics import first_per_step, ops_coverage, pair_columns
+from specscope.analysis.metrics import (
+    anchor_name_codes,
+    first_per_step,
+    ops_coverage,
+    pair_columns,
+)
 from specscope.analysis.spec import anchor_pairs
 from specscope.analysis.steps import Steps
 
@@ -165,7 +170,7 @@ def gap_attribution(steps: Steps) -> pd.DataFrame:
         for metric in PAIR_METRICS:
             cols.update(pair_columns(steps, values[metric], f"{metric}:"))
     a = steps.anchors
-    codes, names = pd.factorize(a["name"].to_numpy(dtype=object), use_na_sentinel=False)
+    codes, names = anchor_name_codes(steps)
     value = (ext["first_ns"] - ext["launch_ns"]).to_numpy() / 1e3
     found, table = first_per_step(steps, a["step"].to_numpy(), codes, value)
     cols.update((f"{LATENCY}:{names[c]}", row) for c, row in zip(found, table, strict=True))

@@ -20,6 +20,8 @@ Frames and their columns (times in ns, as in the export):
     bytes, api_start_ns, api_tid``. ``name`` is the kernel's short name, ``full_name`` the
     demangled one (what ``nsys stats`` groups by). ``api_start_ns``/``api_tid`` come from the
     CUDA API call with the same correlation id in the same process (NaN / -1 if none).
+    From 1 M ops on, a column of one value (device, pid, thread) is a read-only view of that
+    value, and correlation ids and bytes are int32 where every value fits (:mod:`.memory`).
 ``nvtx`` (closed ranges, push/pop and start/end)
     ``start_ns, end_ns, name, domain, pid, tid, event_type``; name = ``text`` or
     ``StringIds[textId]``; domain resolved per process from the domain-create events.
@@ -46,6 +48,7 @@ import pandas as pd
 
 from specscope.analysis import opsread, progress
 from specscope.analysis.compressed import XZ_MAGIC, remove_quietly, xz_copy
+from specscope.analysis.memory import give_back, narrow_ints, one_value_view
 from specscope.analysis.opsread import KINDS, RUNTIME, adapt, read_ops, read_runtime, runtime_sql
 from specscope.analysis.opsread import PID_MASK as _PID_MASK
 from specscope.analysis.sqlread import (
@@ -348,15 +351,25 @@ class Trace:
     @cached_property
     def ops(self) -> pd.DataFrame:
         """Every GPU operation, with the start and thread of the API call that launched it."""
-        (start, end, corr, device, stream, short, full, pid, low, nbytes) = self._read_ops()
-        copy, in_graph, kind = _unpack_op_flags(low)
-        del low
+        columns = self._read_ops()
+        # each read column that is only an input is dropped once used (20 M ops: 80 MB each)
+        names = {}
+        for col, i in (("name", 5), ("full_name", 6)):
+            names[col] = _categorical(columns[i], self.strings, self.memcpy_names)
+            columns[i] = None
+        copy, in_graph, kind = _unpack_op_flags(columns[8])
+        start, end, corr, stream, nbytes = (columns[i] for i in (0, 1, 2, 4, 9))
+        device, pid = one_value_view(columns[3]), one_value_view(columns[7])
+        corr, nbytes = narrow_ints(corr), narrow_ints(nbytes)
+        del columns
         api_start, api_tid = self._launches(pid, corr)
+        api_tid = one_value_view(api_tid)
         # codes of COPY_KINDS; -1 (missing) for everything that is not a memcpy (int8 all along:
         # no temporary of 8 bytes per op)
         copy_code = _COPY_CODE[copy.view(np.uint8)]
         copy_code[kind != KINDS.index("memcpy")] = -1
         del copy
+        give_back(len(start))  # the read's and the launch matching's freed chunks
         return pd.DataFrame(
             {
                 "start_ns": start,
@@ -365,8 +378,7 @@ class Trace:
                 "stream_id": stream,
                 "pid": pid,
                 "correlation_id": corr,
-                "name": _categorical(short, self.strings, self.memcpy_names),
-                "full_name": _categorical(full, self.strings, self.memcpy_names),
+                **names,
                 "kind": pd.Categorical.from_codes(kind, categories=pd.Index(KINDS, dtype=object)),
                 "in_graph": in_graph,
                 "copy_kind": pd.Categorical.from_codes(
@@ -653,7 +665,8 @@ def _call_rows(a_pid: np.ndarray, a_corr: np.ndarray):
     return by_search
 
 
-CHUNK_ROWS = 1 << 20  # row-wise work over millions of ops goes in chunks of this many rows
+CHUNK_ROWS = 1 << 18  # row-wise work over millions of ops goes in chunks of this many rows
+# (2 MB per int64 temporary: 20 M ops' class counts peaked 80 MB lower than with 1 M rows)
 _CORR_BITS = 38  # (pid, correlation id) pairs are matched as pid << 38 | correlationId
 # code in COPY_KINDS of each copyKind byte: 1 htod, 2 dtoh, 8 dtod, 11-13 unified, else other
 _COPY_CODE = np.full(256, COPY_KINDS.index("other"), dtype=np.int8)
@@ -703,24 +716,39 @@ def _labelled(codes: np.ndarray, label) -> pd.Categorical:
         categories = pd.Index(sorted(set(labels)), dtype=object)
         return pd.Categorical(np.asarray(labels, dtype=object)[inverse], categories=categories)
     categories = pd.Index(labels, dtype=object)
-    return pd.Categorical.from_codes(inverse.astype("int32", copy=False), categories=categories)
+    return pd.Categorical.from_codes(inverse, categories=categories)
 
 
 def _unique_inverse(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``np.unique(codes, return_inverse=True)``; without its sort when the codes span a range
-    no wider than their count (op names: StringIds ids and small negative codes)."""
+    """``np.unique(codes, return_inverse=True)``, the inverse in the smallest signed integer
+    dtype that holds it (op names: int8 for up to 127 distinct names, so 20 M ops need 20 MB);
+    without the sort when the codes span a range no wider than their count (op names:
+    StringIds ids and small negative codes), in chunks of :data:`CHUNK_ROWS` (no temporary of
+    the codes' size)."""
     if len(codes) == 0:
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int8)
     lo, hi = int(codes.min()), int(codes.max())
     if hi - lo > max(len(codes), 1 << 16):
         uniq, inverse = np.unique(codes, return_inverse=True)
-        return uniq, inverse.reshape(-1)
-    offset = codes - codes.dtype.type(lo)  # fits the codes' dtype: 0 <= offset <= hi - lo
+        return uniq, inverse.reshape(-1).astype(_index_dtype(len(uniq)))
+    base = codes.dtype.type(lo)  # codes - base fits the codes' dtype: 0 <= it <= hi - lo
     present = np.zeros(hi - lo + 1, dtype=bool)
-    present[offset] = True
+    for i in range(0, len(codes), CHUNK_ROWS):
+        present[codes[i : i + CHUNK_ROWS] - base] = True
     uniq = np.flatnonzero(present) + lo
-    position = np.cumsum(present, dtype=np.int32) - 1  # of each present code among uniq
-    return uniq, position[offset]
+    dtype = _index_dtype(len(uniq))
+    position = (np.cumsum(present, dtype=np.int64) - 1).astype(dtype)  # among uniq
+    inverse = np.empty(len(codes), dtype=dtype)
+    for i in range(0, len(codes), CHUNK_ROWS):
+        inverse[i : i + CHUNK_ROWS] = position[codes[i : i + CHUNK_ROWS] - base]
+    return uniq, inverse
+
+
+def _index_dtype(n: int) -> np.dtype:
+    """The smallest signed integer dtype holding 0..n-1 (what pandas keeps as the codes of a
+    categorical of ``n`` categories)."""
+    return next(np.dtype(t) for t in (np.int8, np.int16, np.int32, np.int64)
+                if n <= np.iinfo(t).max)  # fmt: skip
 
 
 def _unpack_op_flags(low: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -65,6 +65,7 @@ from specscope.analysis.loader import (
     CaptureMode,
     Trace,
 )
+from specscope.analysis.memory import give_back
 from specscope.analysis.spec import anchor_pairs
 from specscope.analysis.steps import Steps, interval_index
 from specscope.analysis.validate import no_launch_note
@@ -115,8 +116,8 @@ class StepMetrics:
     window_start_ns: pd.Series | None = None  # per step: first start of its GPU work
 
 
-WHOLE_COVERAGE_MAX = 4 * CHUNK_ROWS
-"""Up to this many operations, :func:`ops_coverage` keeps the whole prefix (three arrays of
+WHOLE_COVERAGE_MAX = 1 << 22
+"""Up to this many operations (4 M), :func:`ops_coverage` keeps the whole prefix (three arrays of
 the operations' size: 100 MB at 4 M) and answers every later query without another pass."""
 
 
@@ -143,14 +144,14 @@ def union_coverage(starts: np.ndarray, ends: np.ndarray, chunk: int = CHUNK_ROWS
     The intervals that start by ``t`` (0..i) cover their union less what lies after ``t`` (all
     of it one stretch from ``t`` to ``emax[i]``, since each covers from its start <= t on).
 
-    Memory: only the start order is kept (none when ``starts`` is sorted); each call of
+    Memory: only the start order is kept (int32; none when ``starts`` is sorted); each call of
     ``covered`` works through it in chunks of ``chunk`` intervals, carrying ``emax`` and
     ``holes`` from chunk to chunk, so no array of the whole size is built per call (on 20 M
     GPU ops, three of them were 0.5 GB). Pass all the times of interest in one call.
     """
     if len(starts) == 0:
         return lambda t: np.zeros(len(t))
-    order = None if np.all(starts[1:] >= starts[:-1]) else np.argsort(starts, kind="stable")
+    order = start_order(starts)
     n = len(starts)
     first = starts[0] if order is None else starts[order[0]]
     dtype = np.result_type(starts, ends)
@@ -188,6 +189,51 @@ def union_coverage(starts: np.ndarray, ends: np.ndarray, chunk: int = CHUNK_ROWS
         return out
 
     return covered
+
+
+def start_order(starts: np.ndarray) -> np.ndarray | None:
+    """``np.argsort(starts, kind="stable")`` as int32 (where under 2**31 rows), None when
+    ``starts`` is sorted already.
+
+    GPU operations come table by table (kernels, then memcpys, memsets), each table in start
+    order: a few sorted runs, one of them most of the rows. Above :data:`WHOLE_COVERAGE_MAX`
+    rows (below, the sort is faster: 4 against 18 ms at 2 M), the other rows are sorted
+    alone and merged into the longest run, which is never sorted nor searched (20 M ops: no
+    int64 order and no sort buffer of the whole size, 0.2-0.3 GB less at the peak). Each row
+    of the rest goes before the run's rows from ``ins`` on, its insertion point (equal starts:
+    rows before the run go before the run's, rows after it after), so::
+
+        run row i  -> i + (rows of the rest with ins <= i)
+        rest row j -> j + ins[j]          (j: its rank among the rest, in start order)
+    """
+    n = len(starts)
+    breaks = np.flatnonzero(starts[1:] < starts[:-1])
+    if not len(breaks):
+        return None
+    dtype = np.int32 if n < np.iinfo(np.int32).max else np.int64
+    bounds = np.r_[0, breaks + 1, n]
+    longest = int(np.argmax(np.diff(bounds)))
+    a, b = int(bounds[longest]), int(bounds[longest + 1])
+    if n <= WHOLE_COVERAGE_MAX or 2 * (b - a) < n:  # few rows, or no run of most: a sort
+        return np.argsort(starts, kind="stable").astype(dtype, copy=False)
+    rest = np.r_[np.arange(a, dtype=dtype), np.arange(b, n, dtype=dtype)]
+    rest = rest[np.argsort(starts[rest], kind="stable")]
+    run, rest_starts = starts[a:b], starts[rest]
+    ins = np.where(
+        rest < a,
+        np.searchsorted(run, rest_starts, side="left"),
+        np.searchsorted(run, rest_starts, side="right"),
+    )
+    order = np.empty(n, dtype=dtype)
+    order[ins + np.arange(len(rest))] = rest
+    for lo in range(0, b - a, CHUNK_ROWS):
+        hi = min(lo + CHUNK_ROWS, b - a)
+        i0, i1 = np.searchsorted(ins, [lo, hi], side="left")
+        before = np.full(hi - lo, i0, dtype=np.int64)  # rest rows with ins < lo, then per row
+        before += np.cumsum(np.bincount(ins[i0:i1] - lo, minlength=hi - lo))
+        before += np.arange(lo, hi)
+        order[before] = np.arange(a + lo, a + hi, dtype=dtype)
+    return order
 
 
 def _prefix(s: np.ndarray, e: np.ndarray, emax_before, holes_before, dtype):
@@ -240,12 +286,22 @@ def pair_columns(steps: Steps, values: np.ndarray, prefix: str) -> dict[str, np.
     a = steps.anchors
     if len(a) < 2:
         return {}
-    codes, names = pd.factorize(a["name"].to_numpy(dtype=object), use_na_sentinel=False)
+    codes, names = anchor_name_codes(steps)
     pair = codes[:-1].astype(np.int64) * len(names) + codes[1:]
     pairs, table = first_per_step(steps, a["step"].to_numpy()[1:], pair, values)
     n = len(names)
     rows = zip(pairs, table, strict=True)
     return {f"{prefix}{names[p // n]}->{names[p % n]}": row for p, row in rows}
+
+
+def anchor_name_codes(steps: Steps) -> tuple[np.ndarray, np.ndarray]:
+    """(code of each anchor instance's name, the distinct names in order of appearance), worked
+    out once per :class:`Steps` (the CPU, GPU and attribution gaps all group by them)."""
+    cache = steps.__dict__
+    if "_anchor_codes" not in cache:
+        names = steps.anchors["name"].to_numpy(dtype=object)
+        cache["_anchor_codes"] = pd.factorize(names, use_na_sentinel=False)
+    return cache["_anchor_codes"]
 
 
 def first_per_step(
@@ -294,13 +350,19 @@ def per_step_metrics(
         missing = [*_GPU_METRICS, *gap_cols, *kernel_cols, *api_cols]
         out = _joined(out, dict.fromkeys(missing, np.full(len(out), np.nan)))
         return StepMetrics(out, dict.fromkeys(missing, why), list(steps.notes))
+    rows = len(steps.ops)  # each stage's freed chunks given back before the next (memory.py)
     window_start = _window_metrics(out, steps)
+    give_back(rows)
     unavailable = _count_metrics(out, steps, patterns, trace.capture_mode)
+    give_back(rows)
     cols = _gap_metrics(steps, gap_cols)
     attribution = gaps.gap_attribution(steps)
+    give_back(rows)
     cols.update((col, attribution[col].to_numpy()) for col in attribution.columns)
     cols.update(_api_metrics(trace, steps))
     out = _joined(out, cols)
+    steps.__dict__.pop("_coverage", None)  # (only the metrics above query it: 4 B per op)
+    give_back(rows)
     notes = list(steps.notes)
     if patterns and trace.capture_mode is CaptureMode.GRAPH:
         notes.append(
@@ -450,8 +512,12 @@ def _class_counts(steps: Steps, patterns: list[str]) -> dict:
         key *= n_copy
         key += copy[rows]
         key += 1
-        key = np.add(pos * n_class, key, dtype=np.int64)
-        by_class += np.bincount(key[counted], minlength=len(by_class))
+        key = np.add(pos * n_class, key, dtype=np.int64)[counted]
+        if len(key):  # counted over the keys' range only (a chunk's ops: a few steps)
+            low = int(key.min())
+            key -= low
+            counts = np.bincount(key)
+            by_class[low : low + len(counts)] += counts
         del key
         k, g = kind[rows], in_graph[rows]
         eager_copy = counted & (k == memcpy) & ~g & (copy[rows] != unified)

@@ -31,6 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from specscope.analysis import progress
+from specscope.analysis.memory import narrow_ints, one_value_view
 from specscope.analysis.sqlread import (
     SPLIT32,
     SQLITE_MAGIC,
@@ -114,9 +115,11 @@ def runtime_sql(have: set[str]) -> str:
 
 
 def read_runtime(con: sqlite3.Connection, columnar, sql: str) -> list[np.ndarray]:
-    """start, end, globalTid, correlationId, nameId of every CUDA API call (one scan; int64),
-    read by ``sql`` (:func:`runtime_sql`)."""
+    """start, end, globalTid, correlationId, nameId of every CUDA API call (one scan; int64,
+    narrower on large exports: :mod:`.memory`), read by ``sql`` (:func:`runtime_sql`)."""
     cols = int_columns(con, columnar, sql, 5)
+    cols[2] = one_value_view(cols[2])  # one launching thread: one element
+    cols[3], cols[4] = narrow_ints(cols[3]), narrow_ints(cols[4])  # correlation id, name id
     progress.report("CUDA API calls", 1, 1)
     return cols
 

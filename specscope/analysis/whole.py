@@ -25,7 +25,7 @@ import pandas as pd
 
 from specscope.analysis.loader import Trace
 from specscope.analysis.spec import StepSpec
-from specscope.analysis.steps import Steps
+from specscope.analysis.steps import Steps, op_index_dtype
 
 WHOLE_CAPTURE = "(whole capture)"  # the step name of the one-window spec (never an NVTX range)
 WHOLE_SPEC = StepSpec(WHOLE_CAPTURE)
@@ -35,7 +35,8 @@ def whole_capture_steps(trace: Trace, pid: int, device: int) -> Steps:
     """The one-step :class:`Steps` of process ``pid`` on ``device`` (module doc)."""
     ops = trace.ops
     mine = (ops["pid"].to_numpy() == pid) & (ops["device_id"].to_numpy() == device)
-    ops = ops[mine].reset_index(drop=True)
+    if not mine.all():  # one process on one device (the usual case): no copy of every column
+        ops = ops[mine].reset_index(drop=True)
     if ops.empty:
         raise ValueError(f"process {pid} has no GPU work on device {device}")
     launched = ops["api_tid"].to_numpy()
@@ -53,7 +54,7 @@ def whole_capture_steps(trace: Trace, pid: int, device: int) -> Steps:
             "step": np.array([], dtype=np.int64),
         }
     )
-    zeros = np.zeros(len(ops), dtype=np.int64)
+    zeros = np.zeros(len(ops), dtype=op_index_dtype(1))
     return Steps(
         spec=WHOLE_SPEC,
         pid=int(pid),

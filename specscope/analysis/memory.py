@@ -1,0 +1,86 @@
+"""Giving freed memory back to the system between the stages of a large analysis.
+
+An analysis of a large export works through millions of operations in chunks
+(:data:`specscope.analysis.loader.CHUNK_ROWS` rows): each chunk's temporaries (2 MB each)
+are freed before the next. glibc's ``malloc`` serves blocks of that size from its heap, not
+from their own mappings (its threshold for those rises to 32 MB once a large array has been
+freed), and keeps freed heap memory for reuse: the process' resident memory climbed by
+0.2-0.3 GB over the per-step metrics of 20 M GPU ops without holding any more data.
+:func:`give_back` returns the free heap pages (``malloc_trim(0)``, a few ms) so the next
+stage starts from what is held::
+
+    RSS    held data ──────────────────────────────────────────────
+           + freed chunks  ╱╲╱╲╱╲ (kept by malloc)  | give_back() | ╱╲╱╲ ...
+           stage 1 (projection)                     |             | stage 2 (metrics)
+
+Elsewhere than glibc (macOS, musl) it does nothing.
+
+:func:`one_value_view` keeps a large column of one value (the device, process or thread of
+every GPU operation or CUDA API call of a one-GPU, one-process capture) as one element, and
+:func:`narrow_ints` one whose values all fit 32 bits in 4 bytes a value.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import functools
+
+import numpy as np
+
+GIVE_BACK_MIN_ROWS = 1 << 22
+"""Stages over fewer operations (4 M) do not call ``malloc_trim``: at 2 M ops it saved 10 MiB
+for 0.1-0.2 s more CPU (the next stage faults the pages in again); at 20 M, 0.1-0.15 GiB of the
+peak (1.71 against 1.81-1.87 GiB, ``bench/README.md``)."""
+ONE_VALUE_MIN_ROWS = 1 << 20
+"""Shorter columns stay as they are (:func:`one_value_view`)."""
+
+
+@functools.cache
+def _malloc_trim():
+    """glibc's ``malloc_trim``, or None where there is none."""
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        trim = libc.malloc_trim
+    except (OSError, AttributeError):
+        return None
+    trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
+    return trim
+
+
+def give_back(rows: int) -> None:
+    """Return the free heap memory to the system after a stage over ``rows`` operations (module
+    doc); nothing below :data:`GIVE_BACK_MIN_ROWS` or without glibc."""
+    if rows < GIVE_BACK_MIN_ROWS:
+        return
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
+
+
+def one_value_view(values: np.ndarray) -> np.ndarray:
+    """``values``; where all of a large column are one value, a read-only view of that value
+    repeated (stride 0: one element of memory, the same values and dtype to every reader).
+
+    A capture of one process on one GPU, launched from one thread, has one device, pid and
+    launching thread for every operation: 12 bytes per op (240 MB at 20 M ops) that need not
+    exist. Frames never write into their columns (pandas' copy-on-write), the loader's arrays
+    are only read, and a filter or a copy gives an ordinary array again."""
+    if not len(values) or len(values) < ONE_VALUE_MIN_ROWS:
+        return values
+    if values[0] != values.min() or values[0] != values.max():
+        return values
+    return np.broadcast_to(values[:1].copy(), values.shape)
+
+
+def narrow_ints(values: np.ndarray) -> np.ndarray:
+    """``values`` (int64) as int32 where every value fits and the column is large, else as they
+    are: correlation ids of GPU operations (32-bit in CUPTI) and their bytes (0 for kernels,
+    copies under 2 GiB), 4 bytes per op less each. Sums stay exact: numpy and pandas sum int32
+    into int64."""
+    if not len(values) or len(values) < ONE_VALUE_MIN_ROWS:
+        return values
+    info = np.iinfo(np.int32)
+    if values.min() < info.min or values.max() > info.max:
+        return values
+    return values.astype(np.int32)

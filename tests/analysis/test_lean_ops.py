@@ -1,0 +1,127 @@
+"""The lean per-operation state of large exports gives the same analyses as the plain one.
+
+Above ``memory.ONE_VALUE_MIN_ROWS`` operations, a column of one value (device, pid, launching
+thread) is a stride-0 view, correlation ids and bytes are int32 where they fit; the tests lower the
+threshold to 0 so that the small committed exports take that path, and compare every output
+with the plain path.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from testdata import AFTER, DATA, GRAPH
+
+from specscope.analysis import loader, memory
+from specscope.analysis.auto import analyze_processes
+from specscope.analysis.loader import _unique_inverse, load
+from specscope.analysis.memory import one_value_view
+from specscope.analysis.metrics import union_coverage
+from specscope.analysis.run import DEFAULT_OPTIONS, AnalyzeOptions
+from specscope.analysis.spec import load_preset
+from specscope.analysis.steps import interval_index, op_index_dtype
+from specscope.analysis.summary import totals
+
+EXPORTS = [AFTER, GRAPH, DATA / "cpu_eagle_2023.sqlite"]
+
+
+def _outputs(path, monkeypatch, min_rows: int) -> list[str]:
+    monkeypatch.setattr(memory, "ONE_VALUE_MIN_ROWS", min_rows)
+    out = []
+    for spec in (None, load_preset("eagle")):
+        trace = load(path)
+        for options in (DEFAULT_OPTIONS, AnalyzeOptions(skip=1, count_kernels=("gemm",))):
+            export = analyze_processes(trace, spec, options)
+            out += [p.analysis.json_text() for p in export.processes]
+            out += [p.analysis.frame.to_csv() for p in export.processes]
+        out += [frame.to_csv() for frame in totals(trace).values()]
+    return out
+
+
+@pytest.mark.parametrize("path", EXPORTS, ids=lambda p: p.stem)
+def test_one_value_columns_give_the_same_analyses(path, monkeypatch) -> None:
+    lean = _outputs(path, monkeypatch, 0)
+    plain = _outputs(path, monkeypatch, loader.CHUNK_ROWS)
+    assert lean == plain
+
+
+def test_one_value_columns_are_views(monkeypatch) -> None:
+    monkeypatch.setattr(memory, "ONE_VALUE_MIN_ROWS", 0)
+    lean = load(AFTER).ops
+    monkeypatch.setattr(memory, "ONE_VALUE_MIN_ROWS", loader.CHUNK_ROWS)
+    plain = load(AFTER).ops
+    pd.testing.assert_frame_equal(lean, plain, check_dtype=False)
+    for col in ("device_id", "pid"):
+        assert lean[col].to_numpy().strides == (0,)
+        assert lean[col].dtype == plain[col].dtype
+    assert lean["correlation_id"].dtype == np.int32 and lean["bytes"].dtype == np.int32
+    assert lean["start_ns"].to_numpy().strides == (8,)
+
+
+def test_one_value_view_only_for_one_value(monkeypatch) -> None:
+    monkeypatch.setattr(memory, "ONE_VALUE_MIN_ROWS", 0)
+    same = np.full(10, 7, dtype=np.int32)
+    view = one_value_view(same)
+    assert view.strides == (0,) and view.dtype == np.int32 and (view == 7).all()
+    mixed = np.array([7, 7, 8], dtype=np.int32)
+    assert one_value_view(mixed) is mixed
+    assert len(one_value_view(np.zeros(0, dtype=np.int32))) == 0
+
+
+@pytest.mark.parametrize("n_codes", [1, 127, 128, 40_000])
+def test_unique_inverse_is_numpys_in_the_smallest_dtype(n_codes: int, monkeypatch) -> None:
+    monkeypatch.setattr(loader, "CHUNK_ROWS", 1000)  # several chunks
+    rng = np.random.default_rng(n_codes)
+    codes = rng.integers(-5, n_codes - 5, size=5000 + n_codes).astype(np.int32)
+    codes[:n_codes] = np.arange(-5, n_codes - 5)  # every code present
+    uniq, inverse = _unique_inverse(codes)
+    want_uniq, want_inverse = np.unique(codes, return_inverse=True)
+    np.testing.assert_array_equal(uniq, want_uniq)
+    np.testing.assert_array_equal(inverse, want_inverse)
+    want = np.int8 if n_codes <= 127 else np.int16 if n_codes <= 32767 else np.int32
+    assert inverse.dtype == want
+
+
+def test_interval_index_in_int32_is_the_int64_one() -> None:
+    starts, ends = np.array([0, 10, 30]), np.array([5, 20, 40])
+    t = np.array([-1, 0, 4, 5, 10, 25, 39, 40, 100])
+    wide = interval_index(starts, ends, t)
+    narrow = interval_index(starts, ends, t, op_index_dtype(len(starts)))
+    assert narrow.dtype == np.int32
+    np.testing.assert_array_equal(narrow, wide)
+    assert op_index_dtype(2**31) == np.int64
+
+
+def test_coverage_with_an_int32_order_is_the_sorted_one() -> None:
+    rng = np.random.default_rng(3)
+    starts = rng.integers(0, 1000, size=3000)
+    ends = starts + rng.integers(0, 50, size=3000)
+    t = rng.integers(-10, 1100, size=200)
+    by_order = union_coverage(starts, ends, chunk=256)(t)
+    order = np.argsort(starts, kind="stable")
+    sorted_ = union_coverage(starts[order], ends[order], chunk=256)(t)
+    np.testing.assert_array_equal(by_order, sorted_)
+
+
+@pytest.mark.parametrize(
+    "runs",
+    [[50], [40, 5, 3], [3, 40, 5], [5, 3, 40], [20, 20], [10, 10, 10], [1, 60, 1]],
+    ids=str,
+)
+@pytest.mark.parametrize("ties", [False, True])
+def test_start_order_is_the_stable_argsort(runs: list[int], ties: bool, monkeypatch) -> None:
+    """Sorted runs (tables of ops) merged, or sorted; ties resolved as the stable sort does."""
+    from specscope.analysis import metrics
+
+    monkeypatch.setattr(metrics, "CHUNK_ROWS", 7)  # several chunks
+    monkeypatch.setattr(metrics, "WHOLE_COVERAGE_MAX", 0)  # merged, as above 4 M ops
+    rng = np.random.default_rng(len(runs) + ties)
+    high = 15 if ties else 10**6
+    starts = np.concatenate([np.sort(rng.integers(0, high, size=n)) for n in runs])
+    order = metrics.start_order(starts)
+    if len(runs) == 1:
+        assert order is None
+        return
+    np.testing.assert_array_equal(order, np.argsort(starts, kind="stable"))
+    assert order.dtype == np.int32
