@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -61,6 +62,8 @@ class AnalyzeOptions:
 
 
 DEFAULT_OPTIONS = AnalyzeOptions()
+JSON_CHUNK_STEPS = 8192
+"""Steps per piece of the per-step JSON text (:meth:`Analysis.per_step_pieces`)."""
 
 
 @dataclass
@@ -172,19 +175,36 @@ class Analysis:
 
     def per_step_json(self) -> str:
         """``per_step`` as JSON text: pandas' C encoder (NaN -> null), fast for many steps."""
-        return self.metrics.frame.reset_index().to_json(orient="records")
+        return "".join(self.per_step_pieces())
+
+    def per_step_pieces(self) -> Iterator[str]:
+        """:meth:`per_step_json` in pieces of at most :data:`JSON_CHUNK_STEPS` steps each, that
+        make it when written one after the other: the text of all steps is never held at once
+        (0.2 GB for 100 000 steps, and as much again while pandas encodes it)."""
+        frame = self.metrics.frame
+        if len(frame) <= JSON_CHUNK_STEPS:
+            yield frame.reset_index().to_json(orient="records")
+            return
+        yield "["
+        for lo in range(0, len(frame), JSON_CHUNK_STEPS):
+            if lo:
+                yield ","
+            part = frame.iloc[lo : lo + JSON_CHUNK_STEPS].reset_index().to_json(orient="records")
+            yield part[1:-1]  # the rows without the array's brackets
+        yield "]"
 
     def json_text(self, **extra) -> str:
         """:meth:`to_json` (plus ``extra`` keys) as text, ``per_step`` last, without a
         round trip of the per-step rows through Python objects."""
         return "".join(self.json_pieces(**extra))
 
-    def json_pieces(self, **extra) -> list[str]:
-        """:meth:`json_text` in pieces (head, per-step rows, closing brace) that make it when
-        written one after the other: no copy of the per-step text, which runs to hundreds of
-        MB for 100 000 steps."""
+    def json_pieces(self, **extra) -> Iterator[str]:
+        """:meth:`json_text` in pieces (head, per-step rows in pieces, closing brace) that make
+        it when written one after the other: no text of all steps at once."""
         head = json.dumps(self.to_json(per_step=False) | extra)
-        return [head[:-1] + ', "per_step": ', self.per_step_json(), "}"]
+        yield head[:-1] + ', "per_step": '
+        yield from self.per_step_pieces()
+        yield "}"
 
 
 def _gpu(trace: Trace, device_id: int | None) -> str | None:

@@ -125,3 +125,19 @@ def test_start_order_is_the_stable_argsort(runs: list[int], ties: bool, monkeypa
         return
     np.testing.assert_array_equal(order, np.argsort(starts, kind="stable"))
     assert order.dtype == np.int32
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 5, 1000])
+def test_per_step_json_in_pieces_is_the_whole_text(chunk: int, monkeypatch) -> None:
+    """The per-step JSON written in pieces of a few steps is byte for byte pandas' text of all
+    steps (and the whole JSON parses)."""
+    import json
+
+    from specscope.analysis import run
+
+    (p,) = analyze_processes(AFTER, load_preset("eagle")).processes
+    whole = p.analysis.frame.reset_index().to_json(orient="records")
+    monkeypatch.setattr(run, "JSON_CHUNK_STEPS", chunk)
+    assert p.analysis.per_step_json() == whole
+    data = json.loads(p.analysis.json_text())
+    assert len(data["per_step"]) == p.analysis.n_steps
