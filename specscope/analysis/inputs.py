@@ -208,7 +208,10 @@ def resolve_ranks(
     except SpecError:
         if spec is not None:
             raise
-        found = analyze_processes(path, None, options).analyses  # zero-config
+        export = analyze_processes(path, None, options)  # zero-config
+        for p in export.processes:
+            p.analysis.notes.append(Info(f"{p.rank}: steps: {p.choice}; refine with {p.hint}"))
+        found = export.analyses
     recorded = (manifest if run_dir else read_manifest(path.parent)) or {}  # read once
     return {
         label: ResolvedInput(str(ref), with_provenance(a, path, recorded), path, run_dir, manifest)

@@ -190,3 +190,24 @@ def test_several_exports_without_nvtx_are_analysed_without_a_spec():
     r = run("analyze", REAL / "jax_loop.sqlite", REAL / "torch_compile.sqlite", "--format", "json")
     data = json.loads(r.stdout)
     assert [e["steps"] for e in data["exports"]] == [200, 40] and not data["failed"]
+
+
+def test_per_rank_compare_of_an_export_without_nvtx(tmp_path):
+    """Two processes, no NVTX (the two-process export with its ranges dropped): each rank's
+    steps are its graph cycle, said per rank, and rank i is compared with rank i."""
+    import sqlite3
+
+    path = tmp_path / "two_proc_nonvtx.sqlite"
+    shutil.copy(GRAPHS / "two_proc_graph.sqlite", path)
+    path.chmod(0o644)
+    with sqlite3.connect(path) as con:
+        con.execute("DROP TABLE NVTX_EVENTS")
+    r = run("compare", path, path, "--per-rank", "--min-steps", "5", "--format", "json")
+    data = json.loads(r.stdout)
+    assert [c["labels"] for c in data["comparisons"]] == [
+        ["Before[pid2099]", "After[pid2099]"],
+        ["Before[pid2100]", "After[pid2100]"],
+    ]
+    for pid in (2099, 2100):
+        assert f"pid{pid}: steps: CUDA graph launch cycle" in r.stderr
+    assert all("gap_us:role2->role1" in c["metrics"] for c in data["comparisons"])
