@@ -46,7 +46,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from specscope.analysis.metrics import name_matches, union_coverage
+from specscope.analysis.coverage import union_coverage
+from specscope.analysis.metrics import name_matches
 from specscope.analysis.run import Analysis
 from specscope.analysis.summary import median_step, step_window
 from specscope.errors import SpecError

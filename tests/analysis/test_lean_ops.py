@@ -15,9 +15,9 @@ from testdata import AFTER, DATA, GRAPH
 
 from specscope.analysis import loader, memory
 from specscope.analysis.auto import analyze_processes
+from specscope.analysis.coverage import union_coverage
 from specscope.analysis.loader import _unique_inverse, load
 from specscope.analysis.memory import one_value_view
-from specscope.analysis.metrics import union_coverage
 from specscope.analysis.run import DEFAULT_OPTIONS, AnalyzeOptions
 from specscope.analysis.spec import load_preset
 from specscope.analysis.steps import interval_index, op_index_dtype
@@ -112,14 +112,14 @@ def test_coverage_with_an_int32_order_is_the_sorted_one() -> None:
 @pytest.mark.parametrize("ties", [False, True])
 def test_start_order_is_the_stable_argsort(runs: list[int], ties: bool, monkeypatch) -> None:
     """Sorted runs (tables of ops) merged, or sorted; ties resolved as the stable sort does."""
-    from specscope.analysis import metrics
+    from specscope.analysis import coverage
 
-    monkeypatch.setattr(metrics, "CHUNK_ROWS", 7)  # several chunks
-    monkeypatch.setattr(metrics, "WHOLE_COVERAGE_MAX", 0)  # merged, as above 4 M ops
+    monkeypatch.setattr(coverage, "CHUNK_ROWS", 7)  # several chunks
+    monkeypatch.setattr(coverage, "WHOLE_COVERAGE_MAX", 0)  # merged, as above 4 M ops
     rng = np.random.default_rng(len(runs) + ties)
     high = 15 if ties else 10**6
     starts = np.concatenate([np.sort(rng.integers(0, high, size=n)) for n in runs])
-    order = metrics.start_order(starts)
+    order = coverage.start_order(starts)
     if len(runs) == 1:
         assert order is None
         return

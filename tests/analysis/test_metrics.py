@@ -517,7 +517,7 @@ def test_union_coverage_against_a_timeline(seed, chunk):
     """``covered(t)`` = the time before t covered by at least one interval, counted on a
     unit-by-unit timeline (unsorted, nested, touching and overlapping intervals), whatever
     the chunks the intervals are worked through in."""
-    from specscope.analysis.metrics import union_coverage
+    from specscope.analysis.coverage import union_coverage
 
     rng = np.random.default_rng(seed)
     starts = rng.integers(0, 200, size=40)
@@ -545,7 +545,7 @@ def test_per_step_metrics_do_not_depend_on_chunks(monkeypatch, export):
     with pattern counts."""
     from pathlib import Path
 
-    from specscope.analysis import gaps, metrics
+    from specscope.analysis import coverage, gaps, metrics
     from specscope.analysis.run import AnalyzeOptions, analyze
 
     path = Path(__file__).parents[1] / "data" / f"{export}.sqlite"
@@ -553,8 +553,9 @@ def test_per_step_metrics_do_not_depend_on_chunks(monkeypatch, export):
     whole = analyze(path, load_preset("eagle"), options).metrics.frame
     monkeypatch.setattr(metrics, "CHUNK_ROWS", 7)
     monkeypatch.setattr(gaps, "CHUNK_ROWS", 7)
-    monkeypatch.setattr(metrics.union_coverage, "__defaults__", (7,))
-    monkeypatch.setattr(metrics, "WHOLE_COVERAGE_MAX", 0)  # ops_coverage: the chunked pass
+    monkeypatch.setattr(coverage, "CHUNK_ROWS", 7)
+    monkeypatch.setattr(coverage.union_coverage, "__defaults__", (7,))
+    monkeypatch.setattr(coverage, "WHOLE_COVERAGE_MAX", 0)  # ops_coverage: the chunked pass
     chunked = analyze(path, load_preset("eagle"), options).metrics.frame
     assert whole.columns.tolist() == chunked.columns.tolist()
     np.testing.assert_array_equal(whole.to_numpy(), chunked.to_numpy())

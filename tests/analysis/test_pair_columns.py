@@ -1,4 +1,4 @@
-"""``metrics.first_per_step`` / ``pair_columns`` against the pandas group-by they replace."""
+"""``pairs.first_per_step`` / ``pair_columns`` against the pandas group-by they replace."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from specscope.analysis.metrics import first_per_step, pair_columns
+from specscope.analysis.pairs import first_per_step, pair_columns
 
 
 def _reference(steps, step, label, values) -> dict:

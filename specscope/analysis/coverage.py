@@ -1,0 +1,160 @@
+"""How much of a time range the union of many GPU operations covers, fast and in bounded memory.
+
+``busy_us`` of a step window and ``gap_busy_us`` of a gap (:mod:`specscope.analysis.metrics`,
+:mod:`specscope.analysis.gaps`) are the length of the union of the device's operations inside
+an interval. :func:`union_coverage` sorts the operations by start once and keeps a prefix (the
+furthest end so far and the holes before each start), so that the covered time before any
+instant is a binary search; :func:`ops_coverage` builds it once per :class:`Steps` and shares
+it between the metrics. Above :data:`WHOLE_COVERAGE_MAX` operations each query is a chunked
+pass over the prefix instead (memory bounded by ``CHUNK_ROWS``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from specscope.analysis.loader import CHUNK_ROWS
+
+WHOLE_COVERAGE_MAX = 1 << 22
+"""Up to this many operations (4 M), :func:`ops_coverage` keeps the whole prefix (three arrays of
+the operations' size: 100 MB at 4 M) and answers every later query without another pass."""
+
+
+def ops_coverage(steps):
+    """:func:`union_coverage` of ``steps.ops``, built once per :class:`Steps` (the window and
+    the gap metrics both query it). Up to :data:`WHOLE_COVERAGE_MAX` operations the prefix
+    arrays are kept whole and each query costs a binary search; above, each query is a chunked
+    pass (bounded memory)."""
+    cache = steps.__dict__
+    if "_coverage" not in cache:
+        ops = steps.ops
+        starts, ends = ops["start_ns"].to_numpy(), ops["end_ns"].to_numpy()
+        whole = len(starts) <= WHOLE_COVERAGE_MAX
+        cache["_coverage"] = union_coverage(starts, ends, len(starts) if whole else CHUNK_ROWS)
+    return cache["_coverage"]
+
+
+def union_coverage(starts: np.ndarray, ends: np.ndarray, chunk: int = CHUNK_ROWS):
+    """Return ``covered(t)``: length of the union of the intervals that lies before ``t``.
+
+    In start order, ``emax[i]`` is the end of the union of intervals 0..i, and ``holes[i]`` the
+    total idle time inside it: the union of 0..i covers ``emax[i] - s[0] - holes[i]``. An
+    interval that starts after all earlier ones ended leaves a hole of ``s[i] - emax[i - 1]``.
+    The intervals that start by ``t`` (0..i) cover their union less what lies after ``t`` (all
+    of it one stretch from ``t`` to ``emax[i]``, since each covers from its start <= t on).
+
+    Memory: only the start order is kept (int32; none when ``starts`` is sorted); each call of
+    ``covered`` works through it in chunks of ``chunk`` intervals, carrying ``emax`` and
+    ``holes`` from chunk to chunk, so no array of the whole size is built per call (on 20 M
+    GPU ops, three of them were 0.5 GB). Pass all the times of interest in one call.
+    """
+    if len(starts) == 0:
+        return lambda t: np.zeros(len(t))
+    order = start_order(starts)
+    n = len(starts)
+    first = starts[0] if order is None else starts[order[0]]
+    dtype = np.result_type(starts, ends)
+    if chunk >= n:  # one chunk: the prefix is built once, each query a binary search
+        s = starts if order is None else starts[order]
+        emax, holes = _prefix(s, ends if order is None else ends[order], None, 0, dtype)
+
+        def covered_whole(t: np.ndarray) -> np.ndarray:
+            t = np.asarray(t)
+            out = np.zeros(len(t), dtype=np.result_type(dtype, t))
+            some = t >= s[0]  # before the first start: nothing covered yet
+            out[some] = _covered_at(s, emax, holes, first, t[some])
+            return out
+
+        return covered_whole
+
+    def covered(t: np.ndarray) -> np.ndarray:
+        t = np.asarray(t)
+        out = np.zeros(len(t), dtype=np.result_type(dtype, t))
+        by_time = np.argsort(t, kind="stable")
+        t_sorted = t[by_time]
+        emax_before, holes_before = None, 0
+        for lo in range(0, n, chunk):
+            rows = slice(lo, lo + chunk) if order is None else order[lo : lo + chunk]
+            s = starts[rows]
+            emax, holes = _prefix(s, ends[rows], emax_before, holes_before, dtype)
+            # the times whose last interval starting by them is in this chunk
+            nxt = lo + chunk
+            upper = None if nxt >= n else starts[nxt if order is None else order[nxt]]
+            a = np.searchsorted(t_sorted, s[0], side="left")
+            b = len(t_sorted) if upper is None else np.searchsorted(t_sorted, upper, "left")
+            if b > a:
+                out[by_time[a:b]] = _covered_at(s, emax, holes, first, t_sorted[a:b])
+            emax_before, holes_before = emax[-1], holes[-1]
+        return out
+
+    return covered
+
+
+def start_order(starts: np.ndarray) -> np.ndarray | None:
+    """``np.argsort(starts, kind="stable")`` as int32 (where under 2**31 rows), None when
+    ``starts`` is sorted already.
+
+    GPU operations come table by table (kernels, then memcpys, memsets), each table in start
+    order: a few sorted runs, one of them most of the rows. Above :data:`WHOLE_COVERAGE_MAX`
+    rows (below, the sort is faster: 4 against 18 ms at 2 M), the other rows are sorted
+    alone and merged into the longest run, which is never sorted nor searched (20 M ops: no
+    int64 order and no sort buffer of the whole size, 0.2-0.3 GB less at the peak). Each row
+    of the rest goes before the run's rows from ``ins`` on, its insertion point (equal starts:
+    rows before the run go before the run's, rows after it after), so::
+
+        run row i  -> i + (rows of the rest with ins <= i)
+        rest row j -> j + ins[j]          (j: its rank among the rest, in start order)
+    """
+    n = len(starts)
+    breaks = np.flatnonzero(starts[1:] < starts[:-1])
+    if not len(breaks):
+        return None
+    dtype = np.int32 if n < np.iinfo(np.int32).max else np.int64
+    bounds = np.r_[0, breaks + 1, n]
+    longest = int(np.argmax(np.diff(bounds)))
+    a, b = int(bounds[longest]), int(bounds[longest + 1])
+    if n <= WHOLE_COVERAGE_MAX or 2 * (b - a) < n:  # few rows, or no run of most: a sort
+        return np.argsort(starts, kind="stable").astype(dtype, copy=False)
+    rest = np.r_[np.arange(a, dtype=dtype), np.arange(b, n, dtype=dtype)]
+    rest = rest[np.argsort(starts[rest], kind="stable")]
+    run, rest_starts = starts[a:b], starts[rest]
+    ins = np.where(
+        rest < a,
+        np.searchsorted(run, rest_starts, side="left"),
+        np.searchsorted(run, rest_starts, side="right"),
+    )
+    order = np.empty(n, dtype=dtype)
+    order[ins + np.arange(len(rest))] = rest
+    for lo in range(0, b - a, CHUNK_ROWS):
+        hi = min(lo + CHUNK_ROWS, b - a)
+        i0, i1 = np.searchsorted(ins, [lo, hi], side="left")
+        before = np.full(hi - lo, i0, dtype=np.int64)  # rest rows with ins < lo, then per row
+        before += np.cumsum(np.bincount(ins[i0:i1] - lo, minlength=hi - lo))
+        before += np.arange(lo, hi)
+        order[before] = np.arange(a + lo, a + hi, dtype=dtype)
+    return order
+
+
+def _prefix(s: np.ndarray, e: np.ndarray, emax_before, holes_before, dtype):
+    """``emax`` and ``holes`` (:func:`union_coverage`) of intervals in start order (``s``,
+    ``e``), continuing those of the intervals before them (``emax_before`` None: none)."""
+    emax = np.maximum.accumulate(e)
+    holes = np.empty(len(s), dtype=dtype)
+    if emax_before is None:
+        holes[0] = 0
+    else:
+        np.maximum(emax, emax_before, out=emax)
+        holes[0] = max(s[0] - emax_before, 0)
+    np.subtract(s[1:], emax[:-1], out=holes[1:])
+    np.maximum(holes, 0, out=holes)
+    np.cumsum(holes, out=holes)
+    holes += holes_before
+    return emax, holes
+
+
+def _covered_at(s, emax, holes, first, q: np.ndarray) -> np.ndarray:
+    """Covered time before each ``q`` (each at or after ``s[0]``) from the prefix of the
+    intervals starting ``s`` (:func:`union_coverage`)."""
+    j = np.searchsorted(s, q, side="right") - 1
+    end = emax[j]
+    return (end - first) - holes[j] - np.maximum(end - q, 0)
