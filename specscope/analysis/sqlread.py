@@ -168,6 +168,13 @@ def prefer_light_reader(paths: Sequence[str | Path]) -> bool:
     if not small_exports(paths):
         return False
     sys.modules["pyarrow"] = None  # pandas then imports without it, as where it is not installed
+    try:
+        import pandas  # noqa: F401  (the command imports it next anyway)
+    except ImportError:  # a pandas that cannot do without pyarrow: the usual path after all
+        del sys.modules["pyarrow"]
+        for name in [m for m in sys.modules if m == "pandas" or m.startswith("pandas.")]:
+            del sys.modules[name]
+        return False
     _light = True
     return True
 

@@ -124,3 +124,29 @@ def test_a_small_export_is_analysed_without_pyarrow_and_alike() -> None:
     columnar, imported = _analyze_in_child(path, {"SPECSCOPE_SQLITE_READER": "adbc"})
     assert imported == "pyarrow yes"
     assert light == columnar
+
+
+def test_a_pandas_that_needs_pyarrow_keeps_the_usual_reader(tmp_path: Path) -> None:
+    """Were pandas unable to import without pyarrow, the light reader is not chosen and pyarrow
+    is imported as usual (a stand-in pandas that imports pyarrow, first on the path)."""
+    import os
+    import subprocess
+    import sys
+
+    pytest.importorskip("pyarrow")
+    fake = tmp_path / "pandas"
+    fake.mkdir()
+    (fake / "__init__.py").write_text("import pyarrow\nSTAND_IN = True\n")
+    code = (
+        "import sys\n"
+        "from specscope.analysis.sqlread import prefer_light_reader\n"
+        f"chosen = prefer_light_reader([{str(DATA / 'cpu_eagle_2023.sqlite')!r}])\n"
+        "import pandas, pyarrow\n"
+        "print(chosen, pandas.STAND_IN, pyarrow is not None)\n"
+    )
+    paths = [str(tmp_path), str(Path(__file__).parents[2]), os.environ.get("PYTHONPATH", "")]
+    env = {k: v for k, v in os.environ.items() if k != "SPECSCOPE_SQLITE_READER"}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split() == ["False", "True", "True"]
