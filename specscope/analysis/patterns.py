@@ -37,7 +37,6 @@ names (two 64-bit sums over the period), so the search is linear in the number o
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -164,43 +163,41 @@ def find_step_kernel(trace: Trace, pid: int, **thresholds) -> StepKernel | None:
     # numpy masks and row numbers: no filtered copy of the whole ops frame
     kernel = ops["kind"].cat.codes.to_numpy() == KINDS.index("kernel")
     mine = kernel & (ops["pid"].to_numpy() == pid) & (ops["api_tid"].to_numpy() >= 0)
-    codes, name_of = _kernel_codes(ops)  # codes, not a string per launch
+    codes = _kernel_codes(ops)  # codes, not a string per launch
     in_graph = ops["in_graph"].to_numpy()
     excluded = frozenset(np.unique(codes[mine & in_graph]).tolist())
     eager = np.flatnonzero(mine & ~in_graph)
     api_tid, api_start = ops["api_tid"].to_numpy()[eager], ops["api_start_ns"].to_numpy()
-    best: StepKernel | None = None
+    best = None  # (found, tid, launches) of the thread covering most launches
     for tid in np.unique(api_tid):
         rows = eager[api_tid == tid]
         rows = rows[np.argsort(api_start[rows], kind="stable")]
         found = thread_step_kernel(codes[rows], api_start[rows], excluded=excluded, **thresholds)
-        if found is None:
-            continue
-        code, period, periods, covered, pause_us = found
-        name = name_of(code, np.unique(codes[eager]))
-        hit = StepKernel(name, pid, int(tid), period, periods, covered, len(rows), pause_us)
-        if best is None or hit.covered > best.covered:
-            best = hit
-    return best
+        if found is not None and (best is None or found[3] > best[0][3]):
+            best = (found, int(tid), len(rows))
+    if best is None:
+        return None
+    (code, period, periods, covered, pause_us), tid, launches = best
+    name = _kernel_name(ops, codes, code, eager)
+    return StepKernel(name, pid, tid, period, periods, covered, launches, pause_us)
 
 
-def _kernel_codes(ops) -> tuple[np.ndarray, Callable[[int, np.ndarray], str]]:
-    """One code per distinct demangled name (per short name where a row has none), and the
-    name of a code among the codes of a set of launches: its short name when no other code
-    of the set has that short name, else its demangled name (:func:`find_step_kernel`)."""
+def _kernel_codes(ops) -> np.ndarray:
+    """One code per distinct demangled name, per short name where a row has none (codes of
+    ``full_name``, then ``len(full_name categories) + `` codes of ``name``)."""
+    fcodes, scodes = ops["full_name"].cat.codes.to_numpy(), ops["name"].cat.codes.to_numpy()
+    n_full = len(ops["full_name"].cat.categories)
+    return np.where(fcodes >= 0, fcodes.astype(np.int64), n_full + scodes.astype(np.int64))
+
+
+def _kernel_name(ops, codes: np.ndarray, code: int, rows: np.ndarray) -> str:
+    """The name of kernel ``code`` (:func:`_kernel_codes`) among the launches ``rows``: its short
+    name when no other demangled name of those launches shares it, else its demangled name."""
     full, short = ops["full_name"].cat, ops["name"].cat
-    fcodes, scodes = full.codes.to_numpy(), short.codes.to_numpy()
-    n_full = len(full.categories)
-    codes = np.where(fcodes >= 0, fcodes.astype(np.int64), n_full + scodes.astype(np.int64))
-
-    def name_of(code: int, among: np.ndarray) -> str:
-        if code >= n_full:
-            return str(short.categories[code - n_full])
-        row = int(np.flatnonzero(codes == code)[0])
-        short_code = scodes[row]
-        same_short = np.unique(codes[scodes == short_code])
-        if short_code < 0 or np.isin(np.setdiff1d(same_short, [code]), among).any():
-            return str(full.categories[code])
-        return str(short.categories[short_code])
-
-    return codes, name_of
+    if code >= len(full.categories):
+        return str(short.categories[code - len(full.categories)])
+    scodes, codes = short.codes.to_numpy()[rows], codes[rows]
+    short_code = scodes[codes == code][0]
+    if short_code < 0 or len(np.unique(codes[scodes == short_code])) > 1:
+        return str(full.categories[code])
+    return str(short.categories[short_code])
