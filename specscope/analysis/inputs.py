@@ -114,12 +114,9 @@ def analyze_export(
         return analyze(export, load_preset(DEFAULT_PRESET), options)
     except SpecError:
         pass  # no step ranges of the preset (or none usable): choose as `analyze` does
-    from specscope.analysis.auto import analyze_processes
-
-    found = analyze_processes(export, None, options)
+    found = _zero_config(export, options)
     best = max(found.processes, key=lambda p: p.analysis.n_steps)  # max: the first of ties
     a = best.analysis
-    a.notes.append(Info(f"steps: {best.choice}; refine with {best.hint}"))
     if len(found.processes) > 1:
         a.notes.append(
             f"{len(found.processes)} processes/devices with steps ({', '.join(found.labels)}); "
@@ -127,6 +124,22 @@ def analyze_export(
             "(most steps); pick another with --pid/--device"
         )
     return a
+
+
+def _zero_config(export: str | Path, options: AnalyzeOptions):
+    """:func:`~specscope.analysis.auto.analyze_processes` without a spec, each analysis noting
+    how its steps were chosen (:func:`is_choice_note`)."""
+    from specscope.analysis.auto import analyze_processes
+
+    found = analyze_processes(export, None, options)
+    for p in found.processes:
+        p.analysis.notes.append(Info(f"{p.rank}: steps: {p.choice}; refine with {p.hint}"))
+    return found
+
+
+def is_choice_note(text: str) -> bool:
+    """Whether an analysis note says how zero-config chose its steps (:func:`analyze_export`)."""
+    return isinstance(text, Info) and ": steps: " in text
 
 
 def analyze_with_provenance(
@@ -208,10 +221,7 @@ def resolve_ranks(
     except SpecError:
         if spec is not None:
             raise
-        export = analyze_processes(path, None, options)  # zero-config
-        for p in export.processes:
-            p.analysis.notes.append(Info(f"{p.rank}: steps: {p.choice}; refine with {p.hint}"))
-        found = export.analyses
+        found = _zero_config(path, options).analyses
     recorded = (manifest if run_dir else read_manifest(path.parent)) or {}  # read once
     return {
         label: ResolvedInput(str(ref), with_provenance(a, path, recorded), path, run_dir, manifest)

@@ -25,7 +25,7 @@ from specscope.cli.options import (
     parse_labels,
     seed_option,
     spec_options,
-    tell,
+    tell_choices,
     warn,
     warn_if_chosen_differently,
 )
@@ -250,9 +250,7 @@ def _compare_per_rank(groups, names, spec_args: SpecArgs, stats_kw: dict, fmt: s
     sides = [resolve_ranks(g[0], spec_args.given_spec, spec_args.options) for g in groups]
     every = [r for side in sides for r in side.values()]
     for r in every:
-        for text in r.analysis.notes:
-            if ": steps: " in text:  # how zero-config chose each rank's steps
-                tell(text, f"{r.ref}: ")
+        tell_choices(r.ref, r.analysis)
     warn_if_chosen_differently([r.analysis for r in every], spec_args.spec_given)
     comparisons = []
     for (b_rank, before), (a_rank, after) in pair_ranks(sides):

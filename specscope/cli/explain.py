@@ -57,7 +57,6 @@ def explain_cmd(inputs: tuple[str, ...], gap: str | None, labels: str | None,
 
     prefer_light_reader(inputs)  # small exports: no pyarrow import (before pandas is imported)
     from specscope.analysis.explain import explain_change, explain_gap, normalise_gap
-    from specscope.analysis.spec import spec_from_dict
 
     if len(inputs) > 2:
         raise click.UsageError("give one input (TRACE) or two (BEFORE AFTER)")
@@ -65,8 +64,7 @@ def explain_cmd(inputs: tuple[str, ...], gap: str | None, labels: str | None,
     runs = spec_args.analyses(inputs)  # zero-config without a spec given: the runs' own spec
     warn_if_chosen_differently(runs, spec_args.spec_given)
     if gap is None:
-        spec = spec_args.spec if spec_args.spec_given else spec_from_dict(runs[0].spec)
-        gap = spec.report.gap if spec is not None else None
+        gap = spec_args.defaults_spec(runs).report.gap
         if gap is None:
             raise click.UsageError("the step spec has no anchors: give --anchors and --gap A->B")
     gap = normalise_gap(gap)

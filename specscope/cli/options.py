@@ -159,6 +159,19 @@ class SpecArgs:
         steps are then chosen as ``analyze`` chooses them (zero-config)."""
         return self.spec if self.spec_given else None
 
+    def defaults_spec(self, analyses: Iterable[Analysis]) -> StepSpec:
+        """The spec whose report defaults (``--gap``, ``--highlight``) apply: the given one, else
+        the one the first of ``analyses`` was made with (zero-config's choice), else the
+        default preset's."""
+        from specscope.analysis.spec import DEFAULT_PRESET, load_preset, spec_from_dict
+
+        if self.spec_given:
+            return self.spec
+        for a in analyses:
+            if (spec := spec_from_dict(a.spec)) is not None:
+                return spec
+        return load_preset(DEFAULT_PRESET)
+
     @property
     def spec_given(self) -> bool:
         """Whether the command line describes the steps (--preset, --step, --anchors or
@@ -191,10 +204,18 @@ class SpecArgs:
             for text in a.notes:
                 if "--pid" in text:
                     warn(f"{ref}: {text}")
-                elif text.startswith("steps: "):  # an Info: how zero-config chose them
-                    tell(text, f"{ref}: ")
+            tell_choices(ref, a)
             out.append(a)
         return out
+
+
+def tell_choices(ref: str, a: Analysis) -> None:
+    """The `note:` lines saying how zero-config chose the steps of ``a`` (input ``ref``)."""
+    from specscope.analysis.inputs import is_choice_note
+
+    for text in a.notes:
+        if is_choice_note(text):
+            tell(text, f"{ref}: ")
 
 
 def warn_if_chosen_differently(analyses: list[Analysis], spec_given: bool) -> None:

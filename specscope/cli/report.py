@@ -48,17 +48,6 @@ def _gap_and_highlight(spec, gap: str | None, highlight: str | None) -> tuple[st
     return gap, spec.report.highlight if highlight is None else highlight
 
 
-def _chosen_spec(resolved):
-    """The step spec zero-config chose for the first input analysed from an export (its
-    report defaults give --gap and --highlight), else the default preset's."""
-    from specscope.analysis.spec import DEFAULT_PRESET, load_preset, spec_from_dict
-
-    for r in resolved:
-        if not r.analysis.detached and (spec := spec_from_dict(r.analysis.spec)) is not None:
-            return spec
-    return load_preset(DEFAULT_PRESET)
-
-
 def _views(
     resolved, gap: str, lead_us: float, highlight: str | None, span_us: float | None
 ) -> list:
@@ -151,14 +140,14 @@ def report_cmd(ctx: click.Context, inputs: tuple[str, ...], labels: str | None, 
         check_output_dir(out, "--out", inputs)
         spec = spec_args.given_spec  # None: each export's steps chosen as `analyze` does
         if spec is not None:
-            gap, highlight = _gap_and_highlight(spec, gap, highlight)
+            _gap_and_highlight(spec, gap, highlight)  # a wrong --gap fails before the analysis
         given = given_options(ctx, skip=("labels",))
         stats = {"noise_floor_pct": noise_floor, "min_steps": min_steps, "seed": seed}
         if not per_rank:
             resolved = [resolve(ref, spec, spec_args.options) for ref in inputs]
-            warn_if_chosen_differently([r.analysis for r in resolved], spec_args.spec_given)
-            if spec is None:
-                gap, highlight = _gap_and_highlight(_chosen_spec(resolved), gap, highlight)
+            analyses = [r.analysis for r in resolved]
+            warn_if_chosen_differently(analyses, spec_args.spec_given)
+            gap, highlight = _gap_and_highlight(spec_args.defaults_spec(analyses), gap, highlight)
             settings = _Settings(gap, lead_us, span_us, highlight, stats)
             one = _prepare(inputs, resolved, names, given, settings, names)
             with report_folder(out) as out_dir:
@@ -166,10 +155,9 @@ def report_cmd(ctx: click.Context, inputs: tuple[str, ...], labels: str | None, 
             click.echo(str(out_dir / "report.html"))
             return
     sides = [resolve_ranks(ref, spec, spec_args.options) for ref in inputs]
-    every = [r for side in sides for r in side.values()]
-    warn_if_chosen_differently([r.analysis for r in every], spec_args.spec_given)
-    if spec is None:
-        gap, highlight = _gap_and_highlight(_chosen_spec(every), gap, highlight)
+    analyses = [r.analysis for side in sides for r in side.values()]
+    warn_if_chosen_differently(analyses, spec_args.spec_given)
+    gap, highlight = _gap_and_highlight(spec_args.defaults_spec(analyses), gap, highlight)
     settings = _Settings(gap, lead_us, span_us, highlight, stats)
     ranks = []
     for group in pair_ranks(sides):
