@@ -48,11 +48,11 @@ import pandas as pd
 
 from specscope.analysis import opsread, progress
 from specscope.analysis.compressed import XZ_MAGIC, remove_quietly, xz_copy
+from specscope.analysis.launches import exec_ids, group_launches, launches_of_ops
 from specscope.analysis.memory import give_back, narrow_ints, one_value_view
 from specscope.analysis.opsread import KINDS, RUNTIME, adapt, read_ops, read_runtime, runtime_sql
 from specscope.analysis.opsread import PID_MASK as _PID_MASK
 from specscope.analysis.sqlread import (
-    NULL_INT,
     SQLITE_MAGIC,
     columnar_connection,
     int_columns,
@@ -152,6 +152,8 @@ class Trace:
     # the SQLite file read: ``path``, or for an xz-compressed export its decompressed copy (a
     # temporary file deleted with the Trace)
     sqlite_file: Path | None = field(default=None, repr=False)
+    # node mode: each op's exec id from the ops read, for graph_launches (.launches.exec_ids)
+    _exec_ids: np.ndarray | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def nsys_version(self) -> str:
@@ -352,6 +354,8 @@ class Trace:
     def ops(self) -> pd.DataFrame:
         """Every GPU operation, with the start and thread of the API call that launched it."""
         columns = self._read_ops()
+        if self.capture_mode is CaptureMode.NODE:  # graph launches from this read (.launches)
+            self._exec_ids = exec_ids(columns[8])
         # each read column that is only an input is dropped once used (20 M ops: 80 MB each)
         names = {}
         for col, i in (("name", 5), ("full_name", 6)):
@@ -478,7 +482,7 @@ class Trace:
                 8,
             )
         elif self.capture_mode is CaptureMode.NODE:
-            cols = self._node_launches()
+            cols = self._launches_from_ops() or self._node_launches()
         else:
             cols = [np.zeros(0, dtype=np.int64)] * 8
         start, end, device, gpid, corr, graph_id, exec_id, kernels = cols
@@ -506,14 +510,27 @@ class Trace:
             }
         )
 
+    def _launches_from_ops(self) -> list[np.ndarray] | None:
+        """Node mode: the rows of :meth:`_node_launches` grouped from the GPU operations'
+        read (:func:`.launches.launches_of_ops`) when the operations are read or being read
+        anyway (not worth a read of every operation otherwise); None where they are not, or
+        where an exec id did not fit the read or rows were dropped since."""
+        if "ops" not in self.__dict__ and not opsread.pending(self.sqlite_file or self.path):
+            return None
+        ops, execs = self.ops, self._exec_ids
+        if execs is None or len(execs) != len(ops):  # rows dropped (.validate): as SQL has them
+            return None
+        return launches_of_ops(ops, execs)
+
     def _node_launches(self) -> list[np.ndarray]:
         """Node mode: the graph rows of kernels, memcpys and memsets grouped by launch (gpid,
         corr, exec) as one ``GROUP BY`` over all of them gives, in key order: start (min), end
         (max), device (min), gpid, corr, -1, exec, kernels (count).
 
         Each table (the KERNEL table in rowid ranges) is grouped by its own query, on parallel
-        threads, and groups split between queries are merged here (:func:`_group_launches`):
-        SQLite's sort for the ``GROUP BY`` costs more than the scan, and sorts on one core."""
+        threads, and groups split between queries are merged here
+        (:func:`.launches.group_launches`): SQLite's sort for the ``GROUP BY`` costs more than
+        the scan, and sorts on one core. :meth:`_launches_from_ops` avoids it where it can."""
         threads, parts = read_threads(), []
         for table in _CUDA_TABLES[1:4]:
             if self.has(table) and "graphNodeId" in self.columns(table):
@@ -537,7 +554,7 @@ class Trace:
                 self.con, lambda: columnar_connection(file), parts, 7, threads=threads
             )
         )
-        return _group_launches(*cols)
+        return group_launches(*cols)
 
     def _graph_event_tables(self) -> tuple[str | None, str | None]:
         """(graph events table, node events table), picked by column: 2023 exports keep node
@@ -589,44 +606,6 @@ class Trace:
                 f"SELECT p, g, min(t) FROM ({' UNION ALL '.join(selects)}) GROUP BY p, g"
             )
         return pd.DataFrame(rows, columns=["pid", "graph_id", "created_ns"], dtype="int64")
-
-
-def _group_launches(start, end, device, gpid, corr, exec_id, kernel) -> list[np.ndarray]:
-    """Rows (graph ops, or groups of them) grouped by launch, (gpid, corr, exec), and sorted
-    by it: what SQL's ``SELECT min(start), max(end), min(device), gpid, corr, -1, exec,
-    sum(kernel) ... GROUP BY gpid, corr, exec`` gives (a NULL start or device,
-    :data:`.sqlread.NULL_INT`, only where every row of the group has one).
-
-    First the runs of equal keys in row order (cheap, and most of the merging when the rows
-    of one launch are consecutive), then those rows sorted and merged."""
-    keys = [gpid, corr, exec_id]
-    values = [start, end, device, kernel]
-    for sort in (False, True):
-        if sort:
-            order = np.lexsort(keys[::-1])
-            keys, values = [k[order] for k in keys], [v[order] for v in values]
-        same = np.zeros(len(keys[0]), dtype=bool)  # same key as the row before
-        same[1:] = True
-        for k in keys:
-            same[1:] &= k[1:] == k[:-1]
-        heads = np.flatnonzero(~same)
-        if not len(heads):
-            break
-        first, last, dev, count = values
-        values = [_least(first, heads), np.maximum.reduceat(last, heads), _least(dev, heads)]
-        values.append(np.add.reduceat(count, heads))
-        keys = [k[heads] for k in keys]
-    first, last, dev, count = values
-    return [first, last, dev, keys[0], keys[1], np.full(len(first), -1), keys[2], count]
-
-
-def _least(values: np.ndarray, heads: np.ndarray) -> np.ndarray:
-    """Per group (starting at ``heads``), the least of ``values`` that is not NULL_INT (SQL's
-    ``min``), NULL_INT where all are."""
-    top = np.iinfo(np.int64).max
-    low = np.minimum.reduceat(np.where(values == NULL_INT, top, values), heads)
-    low[low == top] = NULL_INT
-    return low
 
 
 def _call_rows(a_pid: np.ndarray, a_corr: np.ndarray):

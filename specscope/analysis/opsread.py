@@ -16,9 +16,11 @@ raises the usual one-line error.
 
 **The ops query** (one per table, the KERNEL table split into ``rowid`` ranges) returns the
 int64 columns of :data:`OP_COLUMNS`. Device and stream ids, and the short and full name codes,
-are int32 values packed in pairs as ``high << 32 | low``; ``misc = pid (24 bits) << 32 | kind
-(code of KINDS) << 12 | in_graph << 8 | copyKind (8 bits)``. Each result cell costs the ADBC
-reader more (50-100 ns) than the shifts that pack it.
+are int32 values packed in pairs as ``high << 32 | low``; ``misc = pid (24 bits) << 32 | exec
+(15 bits) << 16 | kind (code of KINDS) << 12 | in_graph << 8 | copyKind (8 bits)``, where exec is
+a graph node's executable graph (``graphNodeId >> 32``, node mode; :data:`EXEC_SATURATED` where
+it does not fit), so that the graph launches come from the same read (:mod:`.launches`). Each
+result cell costs the ADBC reader more (50-100 ns) than the shifts that pack it.
 """
 
 from __future__ import annotations
@@ -89,6 +91,13 @@ _OPTIONAL_COLUMNS = (
     "demangledName",
     "nameId",
 )
+EXEC_SATURATED = 0x7FFF
+"""The exec-id field of misc (bits 16-30) for an exec id it cannot hold (negative, or this
+or more): where a graph op has it, the launches are grouped by SQL instead (:mod:`.launches`)."""
+_EXEC_ID = (
+    f"CASE WHEN graphNodeId >> 32 BETWEEN 0 AND {EXEC_SATURATED - 1} THEN graphNodeId >> 32"
+    f" ELSE {EXEC_SATURATED} END"
+)
 _RUNTIME_SQL = (
     "SELECT start, end, coalesce(globalTid, 0), coalesce(correlationId, 0),"
     f" coalesce(nameId, -1) FROM {RUNTIME}"
@@ -136,13 +145,16 @@ def op_queries(
         if table not in tables:
             continue
         have = table_columns(con, table)
-        graph = "graphNodeId IS NOT NULL" if "graphNodeId" in have else "0"
+        graph, exec_id = "0", "0"
+        if "graphNodeId" in have and kind != KINDS.index("graph"):
+            graph, exec_id = "graphNodeId IS NOT NULL", _EXEC_ID
         graph = "1" if kind == KINDS.index("graph") else graph
         select = adapt(
             f"SELECT start, end, coalesce(correlationId, 0),"
             f" (coalesce(deviceId, 0) << 32) | (coalesce(streamId, 0) & {_LOW32}), {names},"
-            f" (((coalesce(globalPid, 0) >> 24) & {PID_MASK}) << 32) | ({kind} << 12)"
-            f" | (({graph}) << 8) | (coalesce({copy_kind}, 0) & 255){nbytes} FROM {table}",
+            f" (((coalesce(globalPid, 0) >> 24) & {PID_MASK}) << 32) | (({exec_id}) << 16)"
+            f" | ({kind} << 12) | (({graph}) << 8) | (coalesce({copy_kind}, 0) & 255){nbytes}"
+            f" FROM {table}",
             have,
         )
         split = 4 * threads if kind == KINDS.index("kernel") and threads > 1 else 1
@@ -195,6 +207,11 @@ def prefetch(path: str | Path) -> None:
     pool = ThreadPoolExecutor(1)
     _pending[path.resolve()] = pool.submit(_read_ahead, path, columnar)
     pool.shutdown(wait=False)
+
+
+def pending(path: Path) -> bool:
+    """Whether a read of ``path`` was started by :func:`prefetch` and not yet taken."""
+    return path.resolve() in _pending
 
 
 def take(path: Path) -> tuple[list[np.ndarray], list[np.ndarray] | None] | None:

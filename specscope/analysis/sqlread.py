@@ -48,13 +48,14 @@ nullable columns; raw times may still be NULL in a damaged export, and
 def _arrow_ints(column) -> np.ndarray:
     """An Arrow column as numpy, NULLs as :data:`NULL_INT`; ValueError for text or blobs."""
     import pyarrow as pa
-    import pyarrow.compute as pc
 
     if pa.types.is_null(column.type):
         return np.full(len(column), NULL_INT, dtype=np.int64)
     if not (pa.types.is_integer(column.type) or pa.types.is_floating(column.type)):
         raise ValueError(f"a {column.type} value where the export should hold an integer")
     if column.null_count:
+        import pyarrow.compute as pc  # (only here: its import holds the read threads up)
+
         column = pc.fill_null(column.cast(pa.int64(), safe=False), NULL_INT)
     return column.to_numpy(zero_copy_only=False)
 

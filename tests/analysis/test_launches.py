@@ -1,0 +1,90 @@
+"""Node mode's graph launches grouped from the GPU operations' read (:mod:`.launches`) are the
+rows of the SQL ``GROUP BY`` they replace, whatever the order, chunking or exec ids."""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+
+import numpy as np
+import pandas as pd
+import pytest
+from testdata import DATA
+
+from specscope.analysis import launches
+from specscope.analysis.loader import load
+
+NODE_EXPORTS = [
+    DATA / "graphs" / "cycle_node_nonvtx.sqlite",
+    DATA / "graphs" / "run_node_nonvtx.sqlite",
+    DATA / "eagle_node_before.sqlite",
+]
+
+
+def _pids(cols: list[np.ndarray]) -> list[np.ndarray]:
+    """The rows with gpid as its pid (the read keeps the pid's 24 bits only)."""
+    cols = [np.asarray(c, dtype=np.int64) for c in cols]
+    cols[3] = (cols[3] >> 24) & 0xFFFFFF
+    return cols
+
+
+@pytest.mark.parametrize("path", NODE_EXPORTS, ids=lambda p: p.stem)
+def test_launches_of_the_ops_read_are_the_group_by(path, monkeypatch):
+    monkeypatch.setattr(launches, "CHUNK_ROWS", 7)  # launches split between chunks, merged
+    trace = load(path)
+    of_ops = trace._launches_from_ops()  # the ops not read yet: None, then read
+    assert of_ops is None
+    trace.ops  # noqa: B018
+    of_ops = trace._launches_from_ops()
+    by_sql = trace._node_launches()
+    assert len(of_ops[0]) > 1
+    for a, b in zip(_pids(of_ops), _pids(by_sql), strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("path", NODE_EXPORTS, ids=lambda p: p.stem)
+def test_graph_launches_the_same_with_or_without_the_ops_read(path):
+    by_sql = load(path).graph_launches  # the ops not read: the GROUP BY
+    trace = load(path)
+    trace.ops  # noqa: B018
+    pd.testing.assert_frame_equal(trace.graph_launches, by_sql)
+
+
+@pytest.mark.parametrize("exec_id", [40000, -5])
+def test_exec_ids_the_read_cannot_hold_fall_back_to_sql(tmp_path, exec_id):
+    path = tmp_path / "big_exec.sqlite"
+    shutil.copy(DATA / "graphs" / "run_node_nonvtx.sqlite", path)
+    with sqlite3.connect(path) as con:
+        tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master")}
+        for kind in ("KERNEL", "MEMCPY", "MEMSET"):
+            if f"CUPTI_ACTIVITY_KIND_{kind}" not in tables:
+                continue
+            con.execute(
+                f"UPDATE CUPTI_ACTIVITY_KIND_{kind} SET graphNodeId ="
+                " (? << 32) | (graphNodeId & 65535) WHERE graphNodeId IS NOT NULL",
+                (exec_id,),
+            )
+    trace = load(path)
+    trace.ops  # noqa: B018
+    assert trace._launches_from_ops() is None
+    got = trace.graph_launches
+    assert len(got) and (got["exec_id"] == exec_id).all()
+    pd.testing.assert_frame_equal(got, load(path).graph_launches)
+
+
+def test_ops_dropped_as_invalid_leave_the_launches_to_sql(tmp_path):
+    """Where validation drops operations (impossible times), the launches are still the
+    ``GROUP BY``'s, as for an export whose operations were never read."""
+    from specscope.analysis.validate import validated
+
+    path = tmp_path / "damaged.sqlite"
+    shutil.copy(DATA / "graphs" / "run_node_nonvtx.sqlite", path)
+    with sqlite3.connect(path) as con:
+        con.execute(
+            "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET end = start - 1000 WHERE rowid = (SELECT"
+            " min(rowid) FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE graphNodeId IS NOT NULL)"
+        )
+    trace = load(path)
+    assert validated(trace)  # a note: the operation dropped
+    assert trace._launches_from_ops() is None
+    pd.testing.assert_frame_equal(trace.graph_launches, load(path).graph_launches)
