@@ -152,7 +152,10 @@ class Trace:
     # the SQLite file read: ``path``, or for an xz-compressed export its decompressed copy (a
     # temporary file deleted with the Trace)
     sqlite_file: Path | None = field(default=None, repr=False)
-    # node mode: each op's exec id from the ops read, for graph_launches (.launches.exec_ids)
+    # read the graph ops' exec ids with the ops (.opsread.op_queries), so that graph_launches
+    # comes from that read (.launches): for analyses that will want the launches
+    graph_execs: bool = field(default=False, repr=False)
+    # node mode: each op's exec id from the ops read, when read (.launches.exec_ids)
     _exec_ids: np.ndarray | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
@@ -353,8 +356,8 @@ class Trace:
     @cached_property
     def ops(self) -> pd.DataFrame:
         """Every GPU operation, with the start and thread of the API call that launched it."""
-        columns = self._read_ops()
-        if self.capture_mode is CaptureMode.NODE:  # graph launches from this read (.launches)
+        columns, execs = self._read_ops()
+        if execs and self.capture_mode is CaptureMode.NODE:  # graph launches from this read
             self._exec_ids = exec_ids(columns[8])
         # each read column that is only an input is dropped once used (20 M ops: 80 MB each)
         names = {}
@@ -396,24 +399,25 @@ class Trace:
             copy=False,  # fresh arrays: no copy, no consolidation into 2-D blocks
         )
 
-    def _read_ops(self) -> list[np.ndarray]:
-        """The columns of :func:`.opsread.read_ops`: prefetched (:func:`.opsread.take`) or read
-        now, the CUDA API calls (`_runtime`) beside them on one more thread when the ADBC
-        connection allows it (not with the sqlite3 module, whose connection stays in its
-        thread)."""
+    def _read_ops(self) -> tuple[list[np.ndarray], bool]:
+        """The columns of :func:`.opsread.read_ops` and whether they carry exec ids: prefetched
+        (:func:`.opsread.take`) or read now (exec ids as :attr:`graph_execs` says), the CUDA
+        API calls (`_runtime`) beside them on one more thread when the ADBC connection allows
+        it (not with the sqlite3 module, whose connection stays in its thread)."""
         file = self.sqlite_file or self.path
         if (ahead := opsread.take(file)) is not None:
-            ops, runtime = ahead
+            ops, runtime, execs = ahead
             if runtime is not None:
                 self.__dict__.setdefault("_runtime", runtime)
-            return ops
+            return ops, execs
         threads, runtime = read_threads(), None
         if self.has(RUNTIME) and "_runtime" not in self.__dict__:
             if threads > 1 and self._columnar is not None:
                 runtime = ThreadPoolExecutor(1)
                 runtime.submit(lambda: self._runtime)
         try:
-            return self._read(lambda: read_ops(self.con, file, self.tables, threads))
+            execs = self.graph_execs
+            return self._read(lambda: read_ops(self.con, file, self.tables, threads, execs)), execs
         finally:
             if runtime is not None:
                 runtime.shutdown()  # waits; a failure is raised again by _launches

@@ -134,9 +134,11 @@ def read_runtime(con: sqlite3.Connection, columnar, sql: str) -> list[np.ndarray
 
 
 def op_queries(
-    con: sqlite3.Connection, tables: frozenset[str], threads: int
+    con: sqlite3.Connection, tables: frozenset[str], threads: int, execs: bool = False
 ) -> list[tuple[str, int]]:
-    """The ops queries (module doc): (SQL, bound on its rows) per rowid range of each table.
+    """The ops queries (module doc): (SQL, bound on its rows) per rowid range of each table;
+    with ``execs``, misc carries the graph ops' exec ids (otherwise 0: they cost SQLite 40 ns
+    per op, 4 % of the read, and only graph launches need them).
 
     The KERNEL table is split into 4 ranges per thread, so that the threads stay busy to the
     end even while the CUDA API calls are read beside them."""
@@ -145,14 +147,15 @@ def op_queries(
         if table not in tables:
             continue
         have = table_columns(con, table)
-        graph, exec_id = "0", "0"
+        graph, exec_id = "0", ""
         if "graphNodeId" in have and kind != KINDS.index("graph"):
-            graph, exec_id = "graphNodeId IS NOT NULL", _EXEC_ID
+            graph = "graphNodeId IS NOT NULL"
+            exec_id = f" | (({_EXEC_ID}) << 16)" if execs else ""
         graph = "1" if kind == KINDS.index("graph") else graph
         select = adapt(
             f"SELECT start, end, coalesce(correlationId, 0),"
             f" (coalesce(deviceId, 0) << 32) | (coalesce(streamId, 0) & {_LOW32}), {names},"
-            f" (((coalesce(globalPid, 0) >> 24) & {PID_MASK}) << 32) | (({exec_id}) << 16)"
+            f" (((coalesce(globalPid, 0) >> 24) & {PID_MASK}) << 32){exec_id}"
             f" | ({kind} << 12) | (({graph}) << 8) | (coalesce({copy_kind}, 0) & 255){nbytes}"
             f" FROM {table}",
             have,
@@ -163,15 +166,16 @@ def op_queries(
 
 
 def read_ops(
-    con: sqlite3.Connection, path: Path, tables: frozenset[str], threads: int
+    con: sqlite3.Connection, path: Path, tables: frozenset[str], threads: int, execs: bool
 ) -> list[np.ndarray]:
     """Every GPU operation of the export at ``path`` (``tables``: those it has) as the columns
     of :data:`OP_COLUMNS`, the packed pairs as their two int32 halves: start, end, corr,
-    device, stream, short, full, pid, flags (the low half of misc), bytes."""
+    device, stream, short, full, pid, flags (the low half of misc), bytes. ``execs``: with
+    the exec ids in the flags (:func:`op_queries`)."""
     return int_columns_many(
         con,
         lambda: columnar_connection(path),
-        op_queries(con, tables, threads),
+        op_queries(con, tables, threads, execs),
         len(OP_COLUMNS),
         _OP_DTYPES,
         threads=threads,
@@ -186,9 +190,11 @@ PREFETCH_MIN_BYTES = 32 << 20
 and it would import pyarrow (0.1 s) even where the loader could do without."""
 
 
-def prefetch(path: str | Path) -> None:
+def prefetch(path: str | Path, execs: bool = False) -> None:
     """Start reading the GPU operations and CUDA API calls of the export at ``path`` on
-    background threads (module doc); :func:`take` gets them. Does nothing for a file that is not
+    background threads (module doc); :func:`take` gets them. ``execs``: read the graph ops'
+    exec ids too (:func:`op_queries`), for an analysis that will want the graph launches (one
+    without a step spec, or with graph markers in it). Does nothing for a file that is not
     plain SQLite (an xz-compressed export is decompressed by the loader first), for one smaller
     than :data:`PREFETCH_MIN_BYTES` and without the ADBC reader (the sqlite3 module's
     connections stay in their thread)."""
@@ -205,7 +211,7 @@ def prefetch(path: str | Path) -> None:
     if columnar is None:
         return
     pool = ThreadPoolExecutor(1)
-    _pending[path.resolve()] = pool.submit(_read_ahead, path, columnar)
+    _pending[path.resolve()] = pool.submit(_read_ahead, path, columnar, execs)
     pool.shutdown(wait=False)
 
 
@@ -214,10 +220,10 @@ def pending(path: Path) -> bool:
     return path.resolve() in _pending
 
 
-def take(path: Path) -> tuple[list[np.ndarray], list[np.ndarray] | None] | None:
-    """The prefetched (ops columns, CUDA API call columns) of ``path`` (the latter None when
-    the export has no CUDA API calls), waiting for the read to finish; None without a usable
-    prefetch."""
+def take(path: Path) -> tuple[list[np.ndarray], list[np.ndarray] | None, bool] | None:
+    """The prefetched (ops columns, CUDA API call columns, whether the ops carry exec ids) of
+    ``path`` (the API calls None when the export has none), waiting for the read to finish;
+    None without a usable prefetch."""
     future = _pending.pop(path.resolve(), None)
     if future is None:
         return None
@@ -227,7 +233,9 @@ def take(path: Path) -> tuple[list[np.ndarray], list[np.ndarray] | None] | None:
         return None  # the loader reads again and reports the error
 
 
-def _read_ahead(path: Path, columnar) -> tuple[list[np.ndarray], list[np.ndarray] | None]:
+def _read_ahead(
+    path: Path, columnar, execs: bool
+) -> tuple[list[np.ndarray], list[np.ndarray] | None, bool]:
     """Both reads of :func:`prefetch`, the CUDA API calls on one more thread beside the ops."""
     con = sqlite3.connect(readonly_uri(path), uri=True)
     runtime = None
@@ -239,8 +247,8 @@ def _read_ahead(path: Path, columnar) -> tuple[list[np.ndarray], list[np.ndarray
             sql = runtime_sql(table_columns(con, RUNTIME))
             runtime = ThreadPoolExecutor(1)
             api = runtime.submit(read_runtime, None, columnar, sql)
-        ops = read_ops(con, path, tables, read_threads())
-        return ops, (api.result() if runtime is not None else None)
+        ops = read_ops(con, path, tables, read_threads(), execs)
+        return ops, (api.result() if runtime is not None else None), execs
     finally:
         if runtime is not None:
             runtime.shutdown()

@@ -96,6 +96,13 @@ class StepSpec:
         return parse_marker(self.step)
 
     @property
+    def needs_graph_launches(self) -> bool:
+        """Whether finding these steps reads the CUDA graph launches (a launch cycle, or a
+        ``graph:``/``graph-role:`` step or anchor)."""
+        markers = (self.step_marker, *self.anchor_markers)
+        return self.step == CYCLE or any(m is not None and m.kind != "kernel" for m in markers)
+
+    @property
     def from_launches(self) -> bool:
         """Whether steps come from GPU launches (markers), not NVTX ranges."""
         return self.step == CYCLE or self.step_marker is not None

@@ -114,12 +114,14 @@ def _analyze_export(path: Path, spec_args: SpecArgs, collective: str, fmt: str, 
     None when no steps were found but ``--totals`` could still be printed (with a warning)."""
     from specscope.analysis.opsread import prefetch
 
-    prefetch(path)  # a large export's GPU ops are read while the imports below run
+    spec = spec_args.spec if spec_args.spec_given else None
+    launches = spec is None or spec.needs_graph_launches  # zero-config looks for launch cycles
+    prefetch(path, launches)  # a large export's GPU ops are read while the imports below run
     from specscope.analysis.auto import analyze_processes
     from specscope.analysis.loader import load
 
     trace = load(path)
-    spec = spec_args.spec if spec_args.spec_given else None
+    trace.graph_execs = launches
     options = spec_args.options
     if collective and options.pid is None and trace.ops["pid"].nunique() > 1:
         options = options.counting(collective)  # several processes: the straggler's metric

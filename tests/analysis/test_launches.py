@@ -32,6 +32,7 @@ def _pids(cols: list[np.ndarray]) -> list[np.ndarray]:
 def test_launches_of_the_ops_read_are_the_group_by(path, monkeypatch):
     monkeypatch.setattr(launches, "CHUNK_ROWS", 7)  # launches split between chunks, merged
     trace = load(path)
+    trace.graph_execs = True
     of_ops = trace._launches_from_ops()  # the ops not read yet: None, then read
     assert of_ops is None
     trace.ops  # noqa: B018
@@ -46,6 +47,7 @@ def test_launches_of_the_ops_read_are_the_group_by(path, monkeypatch):
 def test_graph_launches_the_same_with_or_without_the_ops_read(path):
     by_sql = load(path).graph_launches  # the ops not read: the GROUP BY
     trace = load(path)
+    trace.graph_execs = True
     trace.ops  # noqa: B018
     pd.testing.assert_frame_equal(trace.graph_launches, by_sql)
 
@@ -65,6 +67,7 @@ def test_exec_ids_the_read_cannot_hold_fall_back_to_sql(tmp_path, exec_id):
                 (exec_id,),
             )
     trace = load(path)
+    trace.graph_execs = True
     trace.ops  # noqa: B018
     assert trace._launches_from_ops() is None
     got = trace.graph_launches
@@ -85,6 +88,33 @@ def test_ops_dropped_as_invalid_leave_the_launches_to_sql(tmp_path):
             " min(rowid) FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE graphNodeId IS NOT NULL)"
         )
     trace = load(path)
+    trace.graph_execs = True
     assert validated(trace)  # a note: the operation dropped
     assert trace._launches_from_ops() is None
     pd.testing.assert_frame_equal(trace.graph_launches, load(path).graph_launches)
+
+
+def test_without_graph_execs_the_read_leaves_the_launches_to_sql():
+    path = NODE_EXPORTS[0]
+    trace = load(path)  # graph_execs False: the ops query reads no exec ids
+    trace.ops  # noqa: B018
+    assert trace._launches_from_ops() is None
+    pd.testing.assert_frame_equal(trace.graph_launches, load(path).graph_launches)
+
+
+@pytest.mark.parametrize(
+    ("step", "anchors", "needs"),
+    [
+        ("step", (), False),
+        ("step", ("draft=kernel:fused",), False),
+        ("step", ("draft=graph:8",), True),
+        ("step", ("draft=graph-role:1",), True),
+        ("graph:8|9", (), True),
+        ("kernel:fused", (), False),
+    ],
+)
+def test_which_specs_read_exec_ids(step, anchors, needs):
+    from specscope.analysis.spec import CYCLE, StepSpec
+
+    assert StepSpec(step=step, anchors=anchors).needs_graph_launches is needs
+    assert StepSpec(step=CYCLE, anchors=("a=graph:1",)).needs_graph_launches
