@@ -50,7 +50,18 @@ from specscope.analysis import opsread, progress
 from specscope.analysis.compressed import XZ_MAGIC, remove_quietly, xz_copy
 from specscope.analysis.launches import exec_ids, group_launches, launches_of_ops
 from specscope.analysis.memory import give_back, narrow_ints, one_value_view
-from specscope.analysis.opsread import KINDS, RUNTIME, adapt, read_ops, read_runtime, runtime_sql
+from specscope.analysis.opsread import (
+    KINDS,
+    NVTX_COLUMNS,
+    NVTX_DOMAIN_CREATE,
+    RUNTIME,
+    adapt,
+    nvtx_sql,
+    nvtx_types,
+    read_ops,
+    read_runtime,
+    runtime_sql,
+)
 from specscope.analysis.opsread import PID_MASK as _PID_MASK
 from specscope.analysis.sqlread import (
     SQLITE_MAGIC,
@@ -64,10 +75,6 @@ from specscope.analysis.sqlread import (
 from specscope.analysis.validate import as_text, readable_strings
 from specscope.errors import TraceError
 
-NVTX_PUSHPOP, NVTX_STARTEND, NVTX_DOMAIN_CREATE = 59, 60, 75
-# push/pop and start/end ranges of the NVTX text-marker API (NVTXT), which nsys's own reports
-# read as ranges beside 59/60 (kernel_helper.py of nsys 2023.4): ranges here too
-NVTXT_PUSHPOP, NVTXT_STARTEND = 70, 71
 # memcpy directions (``copy_kind``); ``unified``: unified-memory page migrations (copyKind 11-13,
 # "Unified Host-to-Device" ...), which the driver starts on a page fault or prefetch: no API call
 # of the program launched them, so they are never a step's eager copies.
@@ -229,19 +236,12 @@ class Trace:
         if not self.has("NVTX_EVENTS"):
             return pd.DataFrame(columns=cols), 0
         have = self.columns("NVTX_EVENTS")
-        text_id = "textId" if "textId" in have else "NULL"
         text = "text" if "text" in have else "NULL"  # exports that keep every name in textId
-        domain_id = "domainId" if "domainId" in have else "0"
-        types = (
-            f"eventType IN ({NVTX_PUSHPOP}, {NVTX_STARTEND}, {NVTXT_PUSHPOP}, {NVTXT_STARTEND},"
-            f" {NVTX_DOMAIN_CREATE})"
-        )
-        start, end, is_open, code, gtid, domain_id, etype, has_text, rowid = self.int_columns(
-            f"SELECT start, coalesce(end, 0), end IS NULL, coalesce({text_id}, -1),"
-            f" coalesce(globalTid, 0), coalesce({domain_id}, 0), eventType, {text} IS NOT NULL,"
-            f" rowid FROM NVTX_EVENTS WHERE {types} ORDER BY rowid",
-            9,
-        )
+        types = nvtx_types()
+        cols = opsread.take(self.sqlite_file or self.path, "nvtx")  # read ahead, or now
+        if cols is None:
+            cols = self.int_columns(nvtx_sql(have), NVTX_COLUMNS)
+        start, end, is_open, code, gtid, domain_id, etype, has_text, rowid = cols
         progress.report("NVTX ranges", 1, 1)
         # Names are codes: StringIds ids, or -2 - i for the i-th distinct explicit ``text``.
         rows = self.query(
@@ -405,11 +405,10 @@ class Trace:
         API calls (`_runtime`) beside them on one more thread when the ADBC connection allows
         it (not with the sqlite3 module, whose connection stays in its thread)."""
         file = self.sqlite_file or self.path
-        if (ahead := opsread.take(file)) is not None:
-            ops, runtime, execs = ahead
-            if runtime is not None:
-                self.__dict__.setdefault("_runtime", runtime)
-            return ops, execs
+        if (runtime := opsread.take(file, "runtime")) is not None:
+            self.__dict__.setdefault("_runtime", runtime)
+        if (ahead := opsread.take(file, "ops")) is not None:
+            return ahead
         threads, runtime = read_threads(), None
         if self.has(RUNTIME) and "_runtime" not in self.__dict__:
             if threads > 1 and self._columnar is not None:

@@ -126,11 +126,46 @@ def runtime_sql(have: set[str]) -> str:
 def read_runtime(con: sqlite3.Connection, columnar, sql: str) -> list[np.ndarray]:
     """start, end, globalTid, correlationId, nameId of every CUDA API call (one scan; int64,
     narrower on large exports: :mod:`.memory`), read by ``sql`` (:func:`runtime_sql`)."""
-    cols = int_columns(con, columnar, sql, 5)
-    cols[2] = one_value_view(cols[2])  # one launching thread: one element
-    cols[3], cols[4] = narrow_ints(cols[3]), narrow_ints(cols[4])  # correlation id, name id
+    cols = _narrow_runtime(int_columns(con, columnar, sql, 5))
     progress.report("CUDA API calls", 1, 1)
     return cols
+
+
+def _narrow_runtime(cols: list[np.ndarray]) -> list[np.ndarray]:
+    cols[2] = one_value_view(cols[2])  # one launching thread: one element
+    cols[3], cols[4] = narrow_ints(cols[3]), narrow_ints(cols[4])  # correlation id, name id
+    return cols
+
+
+NVTX = "NVTX_EVENTS"
+NVTX_PUSHPOP, NVTX_STARTEND, NVTX_DOMAIN_CREATE = 59, 60, 75
+# push/pop and start/end ranges of the NVTX text-marker API (NVTXT), which nsys's own reports
+# read as ranges beside 59/60 (kernel_helper.py of nsys 2023.4): ranges here too
+NVTXT_PUSHPOP, NVTXT_STARTEND = 70, 71
+NVTX_COLUMNS = 9
+
+
+def nvtx_sql(have: set[str]) -> str:
+    """The query of the NVTX events read (:attr:`.loader.Trace._nvtx_all`) for an
+    ``NVTX_EVENTS`` table with the columns ``have``: start, end (0 when open), open, name code
+    (``textId``; -1 without), globalTid, domain id, event type, whether ``text`` is set,
+    rowid; ranges and domain creations only, in rowid order."""
+    text_id = "textId" if "textId" in have else "NULL"
+    text = "text" if "text" in have else "NULL"  # exports that keep every name in textId
+    domain_id = "domainId" if "domainId" in have else "0"
+    return (
+        f"SELECT start, coalesce(end, 0), end IS NULL, coalesce({text_id}, -1),"
+        f" coalesce(globalTid, 0), coalesce({domain_id}, 0), eventType, {text} IS NOT NULL,"
+        f" rowid FROM {NVTX} WHERE {nvtx_types()} ORDER BY rowid"
+    )
+
+
+def nvtx_types() -> str:
+    """The SQL condition on ``eventType`` of the NVTX events read."""
+    return (
+        f"eventType IN ({NVTX_PUSHPOP}, {NVTX_STARTEND}, {NVTXT_PUSHPOP}, {NVTXT_STARTEND},"
+        f" {NVTX_DOMAIN_CREATE})"
+    )
 
 
 def op_queries(
@@ -184,20 +219,21 @@ def read_ops(
 
 
 # --------------------------------------------------------------------------- reading ahead
-_pending: dict[Path, Future] = {}
+_pending: dict[Path, dict[str, Future]] = {}
 PREFETCH_MIN_BYTES = 32 << 20
 """Smaller exports are not read ahead: their read is shorter than the imports it would hide,
 and it would import pyarrow (0.1 s) even where the loader could do without."""
 
 
 def prefetch(path: str | Path, execs: bool = False) -> None:
-    """Start reading the GPU operations and CUDA API calls of the export at ``path`` on
-    background threads (module doc); :func:`take` gets them. ``execs``: read the graph ops'
-    exec ids too (:func:`op_queries`), for an analysis that will want the graph launches (one
-    without a step spec, or with graph markers in it). Does nothing for a file that is not
-    plain SQLite (an xz-compressed export is decompressed by the loader first), for one smaller
-    than :data:`PREFETCH_MIN_BYTES` and without the ADBC reader (the sqlite3 module's
-    connections stay in their thread)."""
+    """Start reading the GPU operations, the CUDA API calls and the NVTX events of the export
+    at ``path`` on background threads (module doc): the operations on one, the other two one
+    after the other on a second (they are done long before the operations); :func:`take` gets
+    each. ``execs``: read the graph ops' exec ids too (:func:`op_queries`), for an analysis
+    that will want the graph launches (one without a step spec, or with graph markers in it).
+    Does nothing for a file that is not plain SQLite (an xz-compressed export is decompressed
+    by the loader first), for one smaller than :data:`PREFETCH_MIN_BYTES` and without the ADBC
+    reader (the sqlite3 module's connections stay in their thread)."""
     path = Path(path)
     try:
         if path.stat().st_size < PREFETCH_MIN_BYTES:
@@ -210,47 +246,65 @@ def prefetch(path: str | Path, execs: bool = False) -> None:
         return  # the loader says what is wrong with the file
     if columnar is None:
         return
-    pool = ThreadPoolExecutor(1)
-    _pending[path.resolve()] = pool.submit(_read_ahead, path, columnar, execs)
-    pool.shutdown(wait=False)
+    ops, small = ThreadPoolExecutor(1), ThreadPoolExecutor(1)
+    tables = small.submit(_tables, path)  # (the sqlite3 connection stays in its thread)
+    futures = {
+        "ops": ops.submit(_read_ops_ahead, path, tables, execs),
+        "runtime": small.submit(_read_small, columnar, tables, RUNTIME, runtime_sql, 5),
+        "nvtx": small.submit(_read_small, columnar, tables, NVTX, nvtx_sql, NVTX_COLUMNS),
+    }
+    _pending[path.resolve()] = futures
+    small.submit(columnar.close)  # after both reads
+    ops.shutdown(wait=False)
+    small.shutdown(wait=False)
 
 
 def pending(path: Path) -> bool:
-    """Whether a read of ``path`` was started by :func:`prefetch` and not yet taken."""
-    return path.resolve() in _pending
+    """Whether a read of ``path``'s operations was started by :func:`prefetch` and not taken."""
+    return "ops" in _pending.get(path.resolve(), {})
 
 
-def take(path: Path) -> tuple[list[np.ndarray], list[np.ndarray] | None, bool] | None:
-    """The prefetched (ops columns, CUDA API call columns, whether the ops carry exec ids) of
-    ``path`` (the API calls None when the export has none), waiting for the read to finish;
-    None without a usable prefetch."""
-    future = _pending.pop(path.resolve(), None)
+def take(path: Path, what: str):
+    """The prefetched read ``what`` of ``path``, waiting for it to finish; None without a
+    usable one (not prefetched, taken already, failed: the loader reads again and reports the
+    error), or where the export has no such table. ``ops``: (the columns of :func:`read_ops`,
+    whether they carry exec ids); ``runtime``: the columns of :func:`read_runtime`; ``nvtx``:
+    those of :func:`nvtx_sql`'s query."""
+    future = _pending.get(path.resolve(), {}).pop(what, None)
     if future is None:
         return None
     try:
         return future.result()
     except Exception:
-        return None  # the loader reads again and reports the error
+        return None
 
 
-def _read_ahead(
-    path: Path, columnar, execs: bool
-) -> tuple[list[np.ndarray], list[np.ndarray] | None, bool]:
-    """Both reads of :func:`prefetch`, the CUDA API calls on one more thread beside the ops."""
+def _tables(path: Path) -> dict[str, set[str]]:
+    """Table name -> its columns, for the tables the reads ahead need."""
     con = sqlite3.connect(readonly_uri(path), uri=True)
-    runtime = None
     try:
-        tables = frozenset(
-            r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
-        )
-        if RUNTIME in tables:  # (the sqlite3 connection stays in this thread)
-            sql = runtime_sql(table_columns(con, RUNTIME))
-            runtime = ThreadPoolExecutor(1)
-            api = runtime.submit(read_runtime, None, columnar, sql)
-        ops = read_ops(con, path, tables, read_threads(), execs)
-        return ops, (api.result() if runtime is not None else None), execs
+        names = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        wanted = {RUNTIME, NVTX, *(t[0] for t in _OP_TABLES)}
+        return {t: (table_columns(con, t) if t in wanted else set()) for t in names}
     finally:
-        if runtime is not None:
-            runtime.shutdown()
-        columnar.close()
+        con.close()
+
+
+def _read_small(columnar, tables: Future, table: str, sql_of, ncols: int):
+    """The columns of ``sql_of(columns of table)`` (None without the table), through ADBC."""
+    have = tables.result().get(table)
+    if have is None:
+        return None
+    cols = int_columns(None, columnar, sql_of(have), ncols)
+    if table == RUNTIME:
+        cols = _narrow_runtime(cols)
+    return cols
+
+
+def _read_ops_ahead(path: Path, tables: Future, execs: bool) -> tuple[list[np.ndarray], bool]:
+    """The ops read of :func:`prefetch`, on a connection of its own."""
+    con = sqlite3.connect(readonly_uri(path), uri=True)
+    try:
+        return read_ops(con, path, frozenset(tables.result()), read_threads(), execs), execs
+    finally:
         con.close()

@@ -24,23 +24,31 @@ def small_prefetch(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.mark.parametrize("name", ["eagle_node_before", "eagle_graph_before", "cpu_eagle_2023"])
 def test_prefetched_ops_are_the_loaders(name: str, small_prefetch) -> None:
     path = DATA / f"{name}.sqlite"
-    opsread.prefetch(path)
+    opsread.prefetch(path, execs=True)
     ahead = load(path)
     ops = ahead.ops
-    assert opsread.take(path) is None  # taken by the loader
+    assert "nvtx" in opsread._pending[path.resolve()]  # read ahead, not yet taken
+    nvtx = ahead._nvtx_all
+    for what in ("ops", "runtime", "nvtx"):
+        assert opsread.take(path, what) is None  # taken by the loader
+    assert not opsread.pending(path)
     direct = load(path)
+    direct.graph_execs = True
     pd.testing.assert_frame_equal(ops, direct.ops)
+    pd.testing.assert_frame_equal(nvtx[0], direct._nvtx_all[0])
+    assert nvtx[1] == direct._nvtx_all[1]
     if ahead.has(opsread.RUNTIME):
         for a, b in zip(ahead._runtime, direct._runtime, strict=True):
             np.testing.assert_array_equal(a, b)
+    pd.testing.assert_frame_equal(ahead.graph_launches, direct.graph_launches)
 
 
 def test_nothing_prefetched_for_small_compressed_or_other_files(tmp_path, small_prefetch) -> None:
     text = tmp_path / "notes.sqlite"
     text.write_text("not SQLite")
     opsread.prefetch(text)
-    assert opsread.take(text) is None
-    assert opsread.take(DATA / "eagle_node_before.sqlite") is None  # never asked for
+    assert opsread.take(text, "ops") is None
+    assert opsread.take(DATA / "eagle_node_before.sqlite", "nvtx") is None  # never asked for
 
 
 def test_a_failed_prefetch_leaves_the_error_to_the_loader(tmp_path, small_prefetch) -> None:
@@ -56,7 +64,8 @@ def test_a_failed_prefetch_leaves_the_error_to_the_loader(tmp_path, small_prefet
     opsread.prefetch(path)
     with pytest.raises(TraceError, match="not an nsys export"):
         load(path)
-    opsread.take(path)  # (whatever it read is dropped)
+    for what in ("ops", "runtime", "nvtx"):
+        opsread.take(path, what)  # (whatever it read is dropped)
 
 
 def test_analyze_cli_output_is_the_same_with_the_read_ahead(tmp_path) -> None:
