@@ -57,7 +57,7 @@ import numpy as np
 import pandas as pd
 
 from specscope.analysis.catalog import API_CALLS, gpu_metrics, unit  # noqa: F401 (unit: re-exported)
-from specscope.analysis.coverage import ops_coverage
+from specscope.analysis.coverage import coverage_beside, ops_coverage
 from specscope.analysis.loader import (
     CHUNK_ROWS,
     COPY_KINDS,
@@ -158,9 +158,15 @@ def per_step_metrics(
         out = _joined(out, dict.fromkeys(missing, np.full(len(out), np.nan)))
         return StepMetrics(out, dict.fromkeys(missing, why), list(steps.notes))
     rows = len(steps.ops)  # each stage's freed chunks given back before the next (memory.py)
-    window_start = _window_metrics(out, steps)
+    # the counts first, while a second thread builds the coverage the window metrics query
+    counts, unavailable = coverage_beside(
+        steps, lambda: _count_metrics(steps, patterns, trace.capture_mode)
+    )
     give_back(rows)
-    unavailable = _count_metrics(out, steps, patterns, trace.capture_mode)
+    window_start = _window_metrics(out, steps)
+    for col, values in counts.items():  # (after the window metrics, as the columns go)
+        out[col] = values
+    del counts
     give_back(rows)
     cols = _gap_metrics(steps, gap_cols)
     attribution = gaps.gap_attribution(steps)
@@ -252,16 +258,17 @@ def _first_last(
 
 
 def _count_metrics(
-    out: pd.DataFrame, steps: Steps, patterns: list[str], mode: CaptureMode
-) -> dict[str, str]:
-    """Eager memcpy/memset/kernel, graph kernel/launch and ``kernels:PATTERN`` counts per step;
-    returns the metrics that are unavailable in this capture mode (with why)."""
+    steps: Steps, patterns: list[str], mode: CaptureMode
+) -> tuple[dict[str, np.ndarray], dict[str, str]]:
+    """Eager memcpy/memset/kernel, graph kernel/launch and ``kernels:PATTERN`` counts per kept
+    step, in column order; and the metrics that are unavailable in this capture mode (with
+    why)."""
     kept = steps.kept
     counts = _class_counts(steps, patterns)
     by_class = counts["by_class"]
     memcpy, memset, kernel = KINDS.index("memcpy"), KINDS.index("memset"), KINDS.index("kernel")
     eager_codes = [COPY_KINDS.index(d) + 1 for d in EAGER_COPY_KINDS]  # unified: not eager
-    out["eager_memcpy"] = by_class[:, memcpy, 0][:, eager_codes].sum(axis=1)
+    out = {"eager_memcpy": by_class[:, memcpy, 0][:, eager_codes].sum(axis=1)}
     for code, d in zip(eager_codes, EAGER_COPY_KINDS, strict=True):
         out[f"eager_memcpy_{d}"] = by_class[:, memcpy, 0, code]
     out["eager_memcpy_bytes"] = counts["eager_bytes"]
@@ -273,12 +280,12 @@ def _count_metrics(
         out[f"kernels:{pattern}"] = counts[f"kernels:{pattern}"]
         out[f"kernel_us:{pattern}"] = counts[f"kernel_us:{pattern}"] / 1e3
     if mode is not CaptureMode.GRAPH:
-        return {}
+        return out, {}
     # graph mode: kernel rows are the eager launches (a replay is one GRAPH_TRACE row), so the
     # pattern counts stand for eager kernels; only the graph-internal count cannot be known
     why = "graph-internal kernels are invisible with --cuda-graph-trace=graph; record in node mode"
-    out["graph_kernels"] = np.nan
-    return {"graph_kernels": why}
+    out["graph_kernels"] = np.full(len(kept), np.nan)
+    return out, {"graph_kernels": why}
 
 
 def _class_counts(steps: Steps, patterns: list[str]) -> dict:

@@ -141,3 +141,34 @@ def test_per_step_json_in_pieces_is_the_whole_text(chunk: int, monkeypatch) -> N
     assert p.analysis.per_step_json() == whole
     data = json.loads(p.analysis.json_text())
     assert len(data["per_step"]) == p.analysis.n_steps
+
+
+@pytest.mark.parametrize("path", EXPORTS, ids=lambda p: p.stem)
+def test_coverage_built_beside_the_counts_gives_the_same_analyses(path, monkeypatch) -> None:
+    """coverage.coverage_beside: the union coverage on a second thread (every size here) while
+    the counts run; the analyses are those of the one-thread order."""
+    from specscope.analysis import coverage
+
+    monkeypatch.setattr(coverage, "BESIDE_MIN_ROWS", 0)
+    beside = _outputs(path, monkeypatch, loader.CHUNK_ROWS)
+    monkeypatch.setattr(coverage, "BESIDE_MIN_ROWS", 1 << 60)
+    assert beside == _outputs(path, monkeypatch, loader.CHUNK_ROWS)
+
+
+def test_coverage_beside_raises_the_errors_of_both(monkeypatch) -> None:
+    from specscope.analysis import coverage
+
+    monkeypatch.setattr(coverage, "BESIDE_MIN_ROWS", 0)
+    steps = analyze_processes(load(AFTER), load_preset("eagle")).processes[0].analysis.steps
+    steps.__dict__.pop("_coverage", None)
+    with pytest.raises(ZeroDivisionError):
+        coverage.coverage_beside(steps, lambda: 1 / 0)
+    assert callable(steps.__dict__.get("_coverage", coverage.ops_coverage(steps)))
+
+    def broken(*_):
+        raise MemoryError("the coverage's own error")
+
+    steps.__dict__.pop("_coverage", None)
+    monkeypatch.setattr(coverage, "_coverage_of", broken)
+    with pytest.raises(MemoryError, match="own error"):
+        coverage.coverage_beside(steps, lambda: 1)
