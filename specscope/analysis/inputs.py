@@ -27,7 +27,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from specscope.analysis.run import DEFAULT_OPTIONS, Analysis, AnalyzeOptions, analyze
+from specscope.analysis.loader import Trace, load
+from specscope.analysis.run import DEFAULT_OPTIONS, Analysis, AnalyzeOptions, analyze, analyze_trace
 from specscope.analysis.spec import DEFAULT_PRESET, StepSpec, load_preset
 from specscope.analysis.store import is_results_db, read_run
 from specscope.checksum import sha256_file
@@ -110,11 +111,12 @@ def analyze_export(
     export of several, which process was taken."""
     if spec is not None:
         return analyze(export, spec, options)
+    trace = _loaded_for_zero_config(export)
     try:
-        return analyze(export, load_preset(DEFAULT_PRESET), options)
+        return analyze_trace(trace, load_preset(DEFAULT_PRESET), options)
     except SpecError:
         pass  # no step ranges of the preset (or none usable): choose as `analyze` does
-    found = _zero_config(export, options)
+    found = _zero_config(trace, options)
     best = max(found.processes, key=lambda p: p.analysis.n_steps)  # max: the first of ties
     a = best.analysis
     if len(found.processes) > 1:
@@ -126,7 +128,17 @@ def analyze_export(
     return a
 
 
-def _zero_config(export: str | Path, options: AnalyzeOptions):
+def _loaded_for_zero_config(export: str | Path) -> Trace:
+    """``export`` loaded once for the default preset and, where that finds no steps, the
+    zero-config choice after it (the GPU operations read once, not once per attempt), with
+    the graph ops' exec ids read beside them (:attr:`Trace.graph_execs`): zero-config looks for
+    graph launch cycles."""
+    trace = load(export)
+    trace.graph_execs = True
+    return trace
+
+
+def _zero_config(export: str | Path | Trace, options: AnalyzeOptions):
     """:func:`~specscope.analysis.auto.analyze_processes` without a spec, each analysis noting
     how its steps were chosen (:func:`is_choice_note`)."""
     from specscope.analysis.auto import analyze_processes
@@ -216,12 +228,13 @@ def resolve_ranks(
     if path.is_dir():
         run_dir = path
         path, manifest = run_folder_export(path)
+    trace = load(path) if spec is not None else _loaded_for_zero_config(path)
     try:
-        found = analyze_processes(path, spec or load_preset(DEFAULT_PRESET), options).analyses
+        found = analyze_processes(trace, spec or load_preset(DEFAULT_PRESET), options).analyses
     except SpecError:
         if spec is not None:
             raise
-        found = _zero_config(path, options).analyses
+        found = _zero_config(trace, options).analyses
     recorded = (manifest if run_dir else read_manifest(path.parent)) or {}  # read once
     return {
         label: ResolvedInput(str(ref), with_provenance(a, path, recorded), path, run_dir, manifest)

@@ -332,7 +332,10 @@ class Trace:
 
     @cached_property
     def _runtime(self) -> list[np.ndarray]:
-        """start, end, globalTid, correlationId, nameId of every CUDA API call (one scan)."""
+        """start, end, globalTid, correlationId, nameId of every CUDA API call (one scan; read
+        ahead by :func:`.opsread.prefetch` where it was)."""
+        if (ahead := opsread.take(self.sqlite_file or self.path, "runtime")) is not None:
+            return ahead
         sql = runtime_sql(self.columns(RUNTIME))
         return self._read(lambda: read_runtime(self.con, self._columnar, sql))
 
@@ -405,8 +408,6 @@ class Trace:
         API calls (`_runtime`) beside them on one more thread when the ADBC connection allows
         it (not with the sqlite3 module, whose connection stays in its thread)."""
         file = self.sqlite_file or self.path
-        if (runtime := opsread.take(file, "runtime")) is not None:
-            self.__dict__.setdefault("_runtime", runtime)
         if (ahead := opsread.take(file, "ops")) is not None:
             return ahead
         threads, runtime = read_threads(), None

@@ -68,20 +68,51 @@ def test_a_failed_prefetch_leaves_the_error_to_the_loader(tmp_path, small_prefet
         opsread.take(path, what)  # (whatever it read is dropped)
 
 
-def test_analyze_cli_output_is_the_same_with_the_read_ahead(tmp_path) -> None:
-    """``specscope analyze`` prefetches large exports only; forced on for a small one, the JSON
-    is byte for byte the one without it."""
-    path = DATA / "eagle_node_after.sqlite"
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["analyze", str(DATA / "eagle_node_after.sqlite"), "--preset", "eagle"],
+        ["analyze", str(DATA / "graphs" / "cycle_node_nonvtx.sqlite")],  # exec ids read ahead
+        ["compare", str(DATA / "eagle_node_before.sqlite"), str(DATA / "eagle_node_after.sqlite")],
+        ["compare", *[str(DATA / "graphs" / "cycle_node_nonvtx.sqlite")] * 2],
+    ],
+    ids=["analyze", "analyze-zero-config", "compare", "compare-zero-config"],
+)
+def test_cli_output_is_the_same_with_the_read_ahead(args) -> None:
+    """``analyze`` and ``compare`` prefetch large exports only; forced on for small ones, the
+    JSON is byte for byte the one without it."""
+    pytest.importorskip("adbc_driver_sqlite")
     code = (
-        "import sys; from specscope.analysis import opsread; "
-        "opsread.PREFETCH_MIN_BYTES = int(sys.argv[1]); "
+        "import sys; from specscope.analysis import opsread, sqlread; "
+        "opsread.PREFETCH_MIN_BYTES = sqlread.LIGHT_MAX_BYTES = int(sys.argv[1]); "
+        "read = opsread.prefetch; "
+        "opsread.prefetch = lambda *a, **k: (read(*a, **k), print(bool(opsread._pending), "
+        "file=sys.stderr)); "
         "from specscope.cli import main; sys.argv = ['specscope', *sys.argv[2:]]; main()"
     )
-    args = ["analyze", str(path), "--preset", "eagle", "--format", "json"]
-    outs = [
+    runs = [
         subprocess.run(
-            [sys.executable, "-c", code, limit, *args], capture_output=True, text=True, check=True
-        ).stdout
+            [sys.executable, "-c", code, limit, *args, "--format", "json"],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         for limit in ("0", str(1 << 40))
     ]
-    assert outs[0] == outs[1] and outs[0].startswith("{")
+    assert runs[0].stderr.startswith("True") and runs[1].stderr.startswith("False")
+    assert runs[0].stdout == runs[1].stdout and runs[0].stdout.startswith("{")
+
+
+def test_api_calls_read_first_are_taken_from_the_read_ahead(small_prefetch) -> None:
+    """Validation reads the CUDA API calls before the operations: the prefetched ones, not a
+    second read."""
+    path = DATA / "eagle_node_before.sqlite"
+    opsread.prefetch(path)
+    ahead = load(path)
+    assert "runtime" in opsread._pending[path.resolve()]
+    runtime = ahead._runtime
+    assert "runtime" not in opsread._pending[path.resolve()]
+    for a, b in zip(runtime, load(path)._runtime, strict=True):
+        np.testing.assert_array_equal(a, b)
+    ahead.ops  # noqa: B018  (takes the operations)
+    assert not opsread.pending(path)
