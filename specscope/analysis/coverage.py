@@ -11,19 +11,14 @@ pass over the prefix instead (memory bounded by ``CHUNK_ROWS``).
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
-
 import numpy as np
 
 from specscope.analysis.loader import CHUNK_ROWS
+from specscope.analysis.parallel import beside
 
 WHOLE_COVERAGE_MAX = 1 << 22
 """Up to this many operations (4 M), :func:`ops_coverage` keeps the whole prefix (three arrays of
 the operations' size: 100 MB at 4 M) and answers every later query without another pass."""
-
-
-BESIDE_MIN_ROWS = 1 << 18
-"""From this many operations, :func:`coverage_beside` builds the coverage on a second thread."""
 
 
 def ops_coverage(steps):
@@ -38,19 +33,17 @@ def ops_coverage(steps):
 
 
 def coverage_beside(steps, work):
-    """``work()``, with :func:`ops_coverage` of ``steps`` built on a second thread meanwhile
-    (from :data:`BESIDE_MIN_ROWS` operations, where it is not built yet): most of its time is
-    numpy's sort and accumulations, which let go of the GIL, so on two cores the two overlap
-    (20 M ops: 0.5 s of 0.7 s). The same coverage either way; an error of either is raised."""
-    if "_coverage" in steps.__dict__ or len(steps.ops) < BESIDE_MIN_ROWS:
+    """``work()``, with :func:`ops_coverage` of ``steps`` built meanwhile on a second thread
+    (:func:`.parallel.beside`: large exports): most of its time is numpy's sort and
+    accumulations, which let go of the GIL, so on two cores the two overlap (20 M ops: 0.5 s
+    of 0.7 s). The same coverage either way; an error of either is raised."""
+    if "_coverage" in steps.__dict__:
         return work()
-    times = _times(steps)  # (the frame is read on this thread only)
-    with ThreadPoolExecutor(1) as pool:
-        built = pool.submit(_coverage_of, *times)
-        try:
-            result = work()
-        finally:
-            covered = built.result()
+    built = beside(len(steps.ops), _coverage_of, *_times(steps))  # (frame read on this thread)
+    try:
+        result = work()
+    finally:
+        covered = built.result()
     steps.__dict__["_coverage"] = covered
     return result
 

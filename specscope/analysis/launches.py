@@ -78,8 +78,9 @@ def launches_of_ops(ops, exec_id: np.ndarray) -> list[np.ndarray] | None:
     pid's 24 bits only); None when a graph op's exec id did not fit its field
     (:data:`.opsread.EXEC_SATURATED`): the caller groups by SQL then.
 
-    Chunk by chunk (:data:`CHUNK_ROWS`): each chunk's graph ops grouped, then the groups of all
-    chunks merged (a launch split between chunks is one row again)."""
+    Chunk by chunk (:data:`CHUNK_ROWS`): the runs of consecutive rows of one launch in each
+    chunk, reduced in place (no copy of the graph ops), then those runs of all chunks merged
+    by :func:`group_launches` (a launch split between chunks or runs is one row again)."""
     graph_kind, kernel_kind = KINDS.index("graph"), KINDS.index("kernel")
     start, end, corr = (ops[c].to_numpy() for c in ("start_ns", "end_ns", "correlation_id"))
     device, pid, in_graph = (ops[c].to_numpy() for c in ("device_id", "pid", "in_graph"))
@@ -87,26 +88,30 @@ def launches_of_ops(ops, exec_id: np.ndarray) -> list[np.ndarray] | None:
     pieces = []
     for lo in range(0, len(start), CHUNK_ROWS):
         chunk = slice(lo, lo + CHUNK_ROWS)
-        rows = np.flatnonzero(in_graph[chunk] & (kind[chunk] != graph_kind))
-        if not len(rows):
+        graph = in_graph[chunk] & (kind[chunk] != graph_kind)
+        if not graph.any():
             continue
-        execs = exec_id[chunk][rows].astype(np.int64)
-        if (execs == EXEC_SATURATED).any():
+        execs = exec_id[chunk]
+        if (execs[graph] == EXEC_SATURATED).any():
             return None
+        same = np.zeros(len(graph), dtype=bool)  # same launch (or not a graph op) as before
+        same[1:] = graph[1:] == graph[:-1]
+        for key in (corr[chunk], execs, pid[chunk]):
+            same[1:] &= key[1:] == key[:-1]
+        heads = np.flatnonzero(~same)
+        runs = graph[heads]  # the runs of graph ops (the others: runs of eager ops)
+        kernels = np.add.reduceat((kind[chunk] == kernel_kind).astype(np.int64), heads)
         pieces.append(
-            group_launches(
-                start[chunk][rows],
-                end[chunk][rows],
-                device[chunk][rows].astype(np.int64),
-                pid[chunk][rows].astype(np.int64) << 24,
-                corr[chunk][rows].astype(np.int64),
-                execs,
-                (kind[chunk][rows] == kernel_kind).astype(np.int64),
-            )
+            [
+                _least(start[chunk], heads)[runs],
+                np.maximum.reduceat(end[chunk], heads)[runs],
+                _least(device[chunk].astype(np.int64), heads)[runs],
+                pid[chunk][heads[runs]].astype(np.int64) << 24,
+                corr[chunk][heads[runs]].astype(np.int64),
+                execs[heads[runs]].astype(np.int64),
+                kernels[runs],
+            ]
         )
     if not pieces:
         return [np.zeros(0, dtype=np.int64) for _ in range(8)]
-    first, last, dev, gpid, corr_, _, execs, count = (
-        np.concatenate([p[i] for p in pieces]) for i in range(8)
-    )
-    return group_launches(first, last, dev, gpid, corr_, execs, count)
+    return group_launches(*(np.concatenate([p[i] for p in pieces]) for i in range(7)))

@@ -63,6 +63,7 @@ from specscope.analysis.opsread import (
     runtime_sql,
 )
 from specscope.analysis.opsread import PID_MASK as _PID_MASK
+from specscope.analysis.parallel import beside
 from specscope.analysis.sqlread import (
     SQLITE_MAGIC,
     columnar_connection,
@@ -362,16 +363,18 @@ class Trace:
         columns, execs = self._read_ops()
         if execs and self.capture_mode is CaptureMode.NODE:  # graph launches from this read
             self._exec_ids = exec_ids(columns[8])
-        # each read column that is only an input is dropped once used (20 M ops: 80 MB each)
-        names = {}
-        for col, i in (("name", 5), ("full_name", 6)):
-            names[col] = _categorical(columns[i], self.strings, self.memcpy_names)
-            columns[i] = None
+        # the names' categoricals on a second thread (large exports: .parallel) while the flags
+        # are unpacked here; each read column that is only an input is dropped once used (20 M
+        # ops: 80 MB each), the names' before the launch matching allocates
+        named = beside(len(columns[0]), _names, columns[5], columns[6], *self._labels)
+        columns[5] = columns[6] = None
         copy, in_graph, kind = _unpack_op_flags(columns[8])
         start, end, corr, stream, nbytes = (columns[i] for i in (0, 1, 2, 4, 9))
         device, pid = one_value_view(columns[3]), one_value_view(columns[7])
         corr, nbytes = narrow_ints(corr), narrow_ints(nbytes)
         del columns
+        names = named.result()
+        del named
         api_start, api_tid = self._launches(pid, corr)
         api_tid = one_value_view(api_tid)
         # codes of COPY_KINDS; -1 (missing) for everything that is not a memcpy (int8 all along:
@@ -401,6 +404,11 @@ class Trace:
             },
             copy=False,  # fresh arrays: no copy, no consolidation into 2-D blocks
         )
+
+    @property
+    def _labels(self) -> tuple[dict[int, str], dict[int, str]]:
+        """What op name codes are labelled with: the strings and the memcpy names."""
+        return self.strings, self.memcpy_names
 
     def _read_ops(self) -> tuple[list[np.ndarray], bool]:
         """The columns of :func:`.opsread.read_ops` and whether they carry exec ids: prefetched
@@ -745,6 +753,16 @@ def _unpack_op_flags(low: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarra
     flags >>= 4
     kind = flags.view(np.int8)
     return copy, in_graph, kind
+
+
+def _names(
+    short: np.ndarray, full: np.ndarray, strings: dict[int, str], memcpy_names: dict[int, str]
+) -> dict[str, pd.Categorical]:
+    """The ``name`` and ``full_name`` columns of :attr:`Trace.ops` from their name codes."""
+    return {
+        "name": _categorical(short, strings, memcpy_names),
+        "full_name": _categorical(full, strings, memcpy_names),
+    }
 
 
 def _categorical(

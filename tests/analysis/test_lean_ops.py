@@ -145,20 +145,21 @@ def test_per_step_json_in_pieces_is_the_whole_text(chunk: int, monkeypatch) -> N
 
 @pytest.mark.parametrize("path", EXPORTS, ids=lambda p: p.stem)
 def test_coverage_built_beside_the_counts_gives_the_same_analyses(path, monkeypatch) -> None:
-    """coverage.coverage_beside: the union coverage on a second thread (every size here) while
-    the counts run; the analyses are those of the one-thread order."""
-    from specscope.analysis import coverage
+    """parallel.beside (coverage_beside, the ops' names): work on a second thread (every size
+    here); the analyses are those of the one-thread order."""
+    from specscope.analysis import parallel
 
-    monkeypatch.setattr(coverage, "BESIDE_MIN_ROWS", 0)
+    monkeypatch.setattr(parallel, "BESIDE_MIN_ROWS", 0)
     beside = _outputs(path, monkeypatch, loader.CHUNK_ROWS)
-    monkeypatch.setattr(coverage, "BESIDE_MIN_ROWS", 1 << 60)
+    monkeypatch.setattr(parallel, "BESIDE_MIN_ROWS", 1 << 60)
     assert beside == _outputs(path, monkeypatch, loader.CHUNK_ROWS)
 
 
-def test_coverage_beside_raises_the_errors_of_both(monkeypatch) -> None:
-    from specscope.analysis import coverage
+@pytest.mark.parametrize("threshold", [0, 1 << 60], ids=["thread", "inline"])
+def test_coverage_beside_raises_the_errors_of_both(monkeypatch, threshold) -> None:
+    from specscope.analysis import coverage, parallel
 
-    monkeypatch.setattr(coverage, "BESIDE_MIN_ROWS", 0)
+    monkeypatch.setattr(parallel, "BESIDE_MIN_ROWS", threshold)
     steps = analyze_processes(load(AFTER), load_preset("eagle")).processes[0].analysis.steps
     steps.__dict__.pop("_coverage", None)
     with pytest.raises(ZeroDivisionError):
