@@ -37,7 +37,7 @@ import sqlite3
 import struct
 import weakref
 from collections.abc import Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -163,8 +163,9 @@ class Trace:
     # read the graph ops' exec ids with the ops (.opsread.op_queries), so that graph_launches
     # comes from that read (.launches): for analyses that will want the launches
     graph_execs: bool = field(default=False, repr=False)
-    # node mode: each op's exec id from the ops read, when read (.launches.exec_ids)
-    _exec_ids: np.ndarray | None = field(default=None, init=False, repr=False, compare=False)
+    # node mode, exec ids read: the graph launches grouped from the ops read (.launches), on a
+    # second thread while the ops frame is built (a future of launches_of_ops' rows)
+    _ops_launches: Future | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def nsys_version(self) -> str:
@@ -361,8 +362,7 @@ class Trace:
     def ops(self) -> pd.DataFrame:
         """Every GPU operation, with the start and thread of the API call that launched it."""
         columns, execs = self._read_ops()
-        if execs and self.capture_mode is CaptureMode.NODE:  # graph launches from this read
-            self._exec_ids = exec_ids(columns[8])
+        execs = exec_ids(columns[8]) if execs and self.capture_mode is CaptureMode.NODE else None
         # the names' categoricals on a second thread (large exports: .parallel) while the flags
         # are unpacked here; each read column that is only an input is dropped once used (20 M
         # ops: 80 MB each), the names' before the launch matching allocates
@@ -375,6 +375,10 @@ class Trace:
         del columns
         names = named.result()
         del named
+        if execs is not None:  # graph launches from this read, beside the launch matching
+            group = (start, end, corr, device, pid, kind, in_graph, execs)
+            self._ops_launches = beside(len(start), launches_of_ops, *group)
+            del execs, group
         api_start, api_tid = self._launches(pid, corr)
         api_tid = one_value_view(api_tid)
         # codes of COPY_KINDS; -1 (missing) for everything that is not a memcpy (int8 all along:
@@ -525,14 +529,13 @@ class Trace:
     def _launches_from_ops(self) -> list[np.ndarray] | None:
         """Node mode: the rows of :meth:`_node_launches` grouped from the GPU operations'
         read (:func:`.launches.launches_of_ops`) when the operations are read or being read
-        anyway (not worth a read of every operation otherwise); None where they are not, or
-        where an exec id did not fit the read or rows were dropped since."""
+        anyway (not worth a read of every operation otherwise); None where they are not, were
+        read without exec ids (:attr:`graph_execs`), or an exec id did not fit the read. Grouped
+        from every operation read, before validation drops any: the rows SQL's gives."""
         if "ops" not in self.__dict__ and not opsread.pending(self.sqlite_file or self.path):
             return None
-        ops, execs = self.ops, self._exec_ids
-        if execs is None or len(execs) != len(ops):  # rows dropped (.validate): as SQL has them
-            return None
-        return launches_of_ops(ops, execs)
+        self.ops  # noqa: B018  (reads them, and starts the grouping)
+        return None if self._ops_launches is None else self._ops_launches.result()
 
     def _node_launches(self) -> list[np.ndarray]:
         """Node mode: the graph rows of kernels, memcpys and memsets grouped by launch (gpid,

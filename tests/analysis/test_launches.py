@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 from testdata import DATA
 
-from specscope.analysis import launches
+from specscope.analysis import launches, parallel
 from specscope.analysis.loader import load
 
 NODE_EXPORTS = [
@@ -28,9 +28,11 @@ def _pids(cols: list[np.ndarray]) -> list[np.ndarray]:
     return cols
 
 
+@pytest.mark.parametrize("threshold", [0, 1 << 60], ids=["thread", "inline"])
 @pytest.mark.parametrize("path", NODE_EXPORTS, ids=lambda p: p.stem)
-def test_launches_of_the_ops_read_are_the_group_by(path, monkeypatch):
+def test_launches_of_the_ops_read_are_the_group_by(path, threshold, monkeypatch):
     monkeypatch.setattr(launches, "CHUNK_ROWS", 7)  # launches split between chunks, merged
+    monkeypatch.setattr(parallel, "BESIDE_MIN_ROWS", threshold)  # grouped on a second thread
     trace = load(path)
     trace.graph_execs = True
     of_ops = trace._launches_from_ops()  # the ops not read yet: None, then read
@@ -75,9 +77,10 @@ def test_exec_ids_the_read_cannot_hold_fall_back_to_sql(tmp_path, exec_id):
     pd.testing.assert_frame_equal(got, load(path).graph_launches)
 
 
-def test_ops_dropped_as_invalid_leave_the_launches_to_sql(tmp_path):
+def test_ops_dropped_as_invalid_still_count_in_their_launches(tmp_path):
     """Where validation drops operations (impossible times), the launches are still the
-    ``GROUP BY``'s, as for an export whose operations were never read."""
+    ``GROUP BY``'s, as for an export whose operations were never read: they are grouped from
+    every operation read, before validation."""
     from specscope.analysis.validate import validated
 
     path = tmp_path / "damaged.sqlite"
@@ -90,7 +93,9 @@ def test_ops_dropped_as_invalid_leave_the_launches_to_sql(tmp_path):
     trace = load(path)
     trace.graph_execs = True
     assert validated(trace)  # a note: the operation dropped
-    assert trace._launches_from_ops() is None
+    by_sql = trace._node_launches()
+    for a, b in zip(_pids(trace._launches_from_ops()), _pids(by_sql), strict=True):
+        np.testing.assert_array_equal(a, b)
     pd.testing.assert_frame_equal(trace.graph_launches, load(path).graph_launches)
 
 
