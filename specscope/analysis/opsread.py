@@ -1,26 +1,28 @@
-"""The read of an export's GPU operations and CUDA API calls, and starting it early.
+"""The read of an export's GPU operations, CUDA API calls and NVTX events, and starting it early.
 
-These two tables are most of a large export (2 M GPU ops: 60-70 % of ``specscope analyze``'s
+The first two tables are most of a large export (2 M GPU ops: 60-70 % of ``specscope analyze``'s
 time goes to reading them). This module holds their queries and the read itself, and imports
 neither pandas nor :mod:`specscope.analysis.loader`, so that :func:`prefetch` can start the read
 on background threads while the rest of the program is still being imported (``import pandas``
 takes 0.3-0.5 s on our 2-core machines, about as long as the read of 2 M GPU ops)::
 
     main thread    | imports (pandas, specscope.analysis...) | load() | Trace.ops: take() ...
-    read threads   | KERNEL rowid ranges, MEMCPY, MEMSET, CUDA API calls ------|
+    ops thread(s)  | KERNEL rowid ranges, MEMCPY, MEMSET ------------------------|
+    second thread  | CUDA API calls, then NVTX events --------|
 
-:meth:`specscope.analysis.loader.Trace.ops` takes the prefetched columns of its file when there
-are some (:func:`take`) and otherwise runs the same :func:`read_ops` itself, so the frames are
-the same either way. A prefetch that fails for any reason is dropped: the loader's own read then
-raises the usual one-line error.
+:class:`specscope.analysis.loader.Trace` takes each prefetched read of its file when there is
+one (:func:`take`) and otherwise runs the same query itself, so the frames are the same either
+way. A prefetch that fails for any reason is dropped: the loader's own read then raises the
+usual one-line error.
 
 **The ops query** (one per table, the KERNEL table split into ``rowid`` ranges) returns the
 int64 columns of :data:`OP_COLUMNS`. Device and stream ids, and the short and full name codes,
 are int32 values packed in pairs as ``high << 32 | low``; ``misc = pid (24 bits) << 32 | exec
-(15 bits) << 16 | kind (code of KINDS) << 12 | in_graph << 8 | copyKind (8 bits)``, where exec is
-a graph node's executable graph (``graphNodeId >> 32``, node mode; :data:`EXEC_SATURATED` where
-it does not fit), so that the graph launches come from the same read (:mod:`.launches`). Each
-result cell costs the ADBC reader more (50-100 ns) than the shifts that pack it.
+(15 bits) << 16 | kind (code of KINDS) << 12 | in_graph << 8 | copyKind (8 bits)``, where exec
+(only when asked for: ``execs``) is a graph node's executable graph (``graphNodeId >> 32``, node
+mode; :data:`EXEC_SATURATED` where it does not fit), so that the graph launches come from the
+same read (:mod:`.launches`). Each result cell costs the ADBC reader more (50-100 ns) than the
+shifts that pack it.
 """
 
 from __future__ import annotations
