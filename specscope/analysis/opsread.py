@@ -179,6 +179,9 @@ def op_queries(
 
     The KERNEL table is split into 4 ranges per thread, so that the threads stay busy to the
     end even while the CUDA API calls are read beside them."""
+    graph_trace = _OP_TABLES[KINDS.index("graph")][0]
+    if execs and graph_trace in tables:  # graph mode: a launch is a row there, no ids needed
+        execs = con.execute(f"SELECT 1 FROM {graph_trace} LIMIT 1").fetchone() is None
     parts = []
     for kind, (table, names, copy_kind, nbytes) in enumerate(_OP_TABLES):
         if table not in tables:

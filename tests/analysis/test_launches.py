@@ -123,3 +123,19 @@ def test_which_specs_read_exec_ids(step, anchors, needs):
 
     assert StepSpec(step=step, anchors=anchors).needs_graph_launches is needs
     assert StepSpec(step=CYCLE, anchors=("a=graph:1",)).needs_graph_launches
+
+
+@pytest.mark.parametrize(
+    ("name", "carries"), [("eagle_node_before", True), ("eagle_graph_before", False)]
+)
+def test_exec_ids_are_read_in_node_mode_only(name, carries):
+    """Graph mode keeps a row per launch (GRAPH_TRACE): the ops query reads no exec ids there,
+    asked or not (they would cost SQLite ~40 ns per op for nothing)."""
+    from specscope.analysis import opsread
+
+    con = sqlite3.connect(DATA / f"{name}.sqlite")
+    tables = frozenset(r[0] for r in con.execute("SELECT name FROM sqlite_master"))
+    sql = " ".join(q for q, _ in opsread.op_queries(con, tables, 1, execs=True))
+    assert ("graphNodeId >> 32" in sql) is carries
+    assert "graphNodeId >> 32" not in " ".join(q for q, _ in opsread.op_queries(con, tables, 1))
+    con.close()
