@@ -133,7 +133,7 @@ def test_exec_ids_are_read_in_node_mode_only(name, carries):
     asked or not (they would cost SQLite ~40 ns per op for nothing)."""
     from specscope.analysis import opsread
 
-    con = sqlite3.connect(DATA / f"{name}.sqlite")
+    con = sqlite3.connect(f"file:{DATA / f'{name}.sqlite'}?mode=ro", uri=True)
     tables = frozenset(r[0] for r in con.execute("SELECT name FROM sqlite_master"))
     sql = " ".join(q for q, _ in opsread.op_queries(con, tables, 1, execs=True))
     assert ("graphNodeId >> 32" in sql) is carries
