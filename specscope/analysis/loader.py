@@ -504,11 +504,7 @@ class Trace:
         start, end, device, gpid, corr, graph_id, exec_id, kernels = cols
         pid = (gpid >> 24) & _PID_MASK
         if self.capture_mode is CaptureMode.NODE:
-            origin = self._graph_origins()
-            graph_id = np.array(
-                [origin.get((int(p), int(e)), int(e)) for p, e in zip(pid, exec_id, strict=True)],
-                dtype=np.int64,
-            )
+            graph_id = _mapped(self._graph_origins(), pid, exec_id)
         api_start, api_end, tid = self.launch_calls(pid, corr)
         return pd.DataFrame(
             {
@@ -621,6 +617,26 @@ class Trace:
                 f"SELECT p, g, min(t) FROM ({' UNION ALL '.join(selects)}) GROUP BY p, g"
             )
         return pd.DataFrame(rows, columns=["pid", "graph_id", "created_ns"], dtype="int64")
+
+
+def _mapped(table: dict[tuple[int, int], int], pid: np.ndarray, key: np.ndarray) -> np.ndarray:
+    """``table.get((pid, key), key)`` for each pair, as int64, without a Python step per pair
+    (20 M ops: 340 k graph launches): one binary search per process of ``table``."""
+    out = np.asarray(key, dtype=np.int64).copy()
+    if not table or not len(out):
+        return out
+    pairs = np.array(list(table), dtype=np.int64).reshape(-1, 2)
+    values = np.fromiter(table.values(), dtype=np.int64, count=len(table))
+    pid = np.asarray(pid, dtype=np.int64)
+    for p in np.unique(pairs[:, 0]):
+        mine = pairs[:, 0] == p
+        order = np.argsort(pairs[mine, 1])
+        keys, vals = pairs[mine, 1][order], values[mine][order]
+        rows = np.flatnonzero(pid == p)
+        j = np.minimum(np.searchsorted(keys, out[rows]), len(keys) - 1)
+        hit = keys[j] == out[rows]
+        out[rows[hit]] = vals[j[hit]]
+    return out
 
 
 def _call_rows(a_pid: np.ndarray, a_corr: np.ndarray):

@@ -139,3 +139,20 @@ def test_exec_ids_are_read_in_node_mode_only(name, carries):
     assert ("graphNodeId >> 32" in sql) is carries
     assert "graphNodeId >> 32" not in " ".join(q for q, _ in opsread.op_queries(con, tables, 1))
     con.close()
+
+
+def test_graph_ids_mapped_as_the_dict_maps_them():
+    """Node mode's graph ids (loader._mapped): ``origins.get((pid, exec), exec)`` per launch,
+    vectorised; the same on random tables, keys missing, negative, and pids not in the table."""
+    from specscope.analysis.loader import _mapped
+
+    rng = np.random.default_rng(7)
+    for _ in range(300):
+        n = int(rng.integers(0, 50))
+        pids, keys = rng.integers(1, 4, n), rng.integers(-3, 10, n)
+        table = {
+            (int(rng.integers(0, 5)), int(rng.integers(-3, 10))): int(rng.integers(0, 100))
+            for _ in range(int(rng.integers(0, 12)))
+        }
+        want = [table.get((int(p), int(e)), int(e)) for p, e in zip(pids, keys, strict=True)]
+        np.testing.assert_array_equal(_mapped(table, pids, keys), np.array(want, dtype=np.int64))
