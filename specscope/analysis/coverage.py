@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from specscope.analysis.loader import CHUNK_ROWS
+from specscope.analysis.memory import CHUNK_ROWS
 from specscope.analysis.parallel import beside
 
 WHOLE_COVERAGE_MAX = 1 << 22

@@ -48,7 +48,7 @@ import numpy as np
 import pandas as pd
 
 from specscope.analysis.coverage import ops_coverage
-from specscope.analysis.loader import CHUNK_ROWS
+from specscope.analysis.memory import CHUNK_ROWS
 from specscope.analysis.pairs import anchor_name_codes, first_per_step, pair_columns
 from specscope.analysis.spec import anchor_pairs
 from specscope.analysis.steps import Steps

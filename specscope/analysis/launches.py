@@ -21,11 +21,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from specscope.analysis.memory import CHUNK_ROWS
 from specscope.analysis.opsread import EXEC_SATURATED, KINDS
 from specscope.analysis.sqlread import NULL_INT
-
-CHUNK_ROWS = 1 << 18
-"""Operations grouped at a time by :func:`launches_of_ops` (its temporaries are per chunk)."""
 
 
 def group_launches(start, end, device, gpid, corr, exec_id, kernel) -> list[np.ndarray]:

@@ -49,7 +49,7 @@ import pandas as pd
 from specscope.analysis import opsread, progress
 from specscope.analysis.compressed import XZ_MAGIC, remove_quietly, xz_copy
 from specscope.analysis.launches import exec_ids, group_launches, launches_of_ops
-from specscope.analysis.memory import give_back, narrow_ints, one_value_view
+from specscope.analysis.memory import CHUNK_ROWS, give_back, narrow_ints, one_value_view
 from specscope.analysis.opsread import (
     KINDS,
     NVTX_COLUMNS,
@@ -675,8 +675,6 @@ def _call_rows(a_pid: np.ndarray, a_corr: np.ndarray):
     return by_search
 
 
-CHUNK_ROWS = 1 << 18  # row-wise work over millions of ops goes in chunks of this many rows
-# (2 MB per int64 temporary: 20 M ops' class counts peaked 80 MB lower than with 1 M rows)
 _CORR_BITS = 38  # (pid, correlation id) pairs are matched as pid << 38 | correlationId
 # code in COPY_KINDS of each copyKind byte: 1 htod, 2 dtoh, 8 dtod, 11-13 unified, else other
 _COPY_CODE = np.full(256, COPY_KINDS.index("other"), dtype=np.int8)
