@@ -54,10 +54,10 @@ from specscope.analysis.opsread import (
     KINDS,
     NVTX_COLUMNS,
     NVTX_DOMAIN_CREATE,
+    NVTX_TYPES,
     RUNTIME,
     adapt,
     nvtx_sql,
-    nvtx_types,
     read_ops,
     read_runtime,
     runtime_sql,
@@ -239,7 +239,7 @@ class Trace:
             return pd.DataFrame(columns=cols), 0
         have = self.columns("NVTX_EVENTS")
         text = "text" if "text" in have else "NULL"  # exports that keep every name in textId
-        types = nvtx_types()
+        types = NVTX_TYPES
         cols = opsread.take(self.sqlite_file or self.path, "nvtx")  # read ahead, or now
         if cols is None:
             cols = self.int_columns(nvtx_sql(have), NVTX_COLUMNS)
@@ -366,7 +366,8 @@ class Trace:
         # the names' categoricals on a second thread (large exports: .parallel) while the flags
         # are unpacked here; each read column that is only an input is dropped once used (20 M
         # ops: 80 MB each), the names' before the launch matching allocates
-        named = beside(len(columns[0]), _names, columns[5], columns[6], *self._labels)
+        labels = (self.strings, self.memcpy_names)  # (cached here, not on the thread)
+        named = beside(len(columns[0]), _names, columns[5], columns[6], *labels)
         columns[5] = columns[6] = None
         copy, in_graph, kind = _unpack_op_flags(columns[8])
         start, end, corr, stream, nbytes = (columns[i] for i in (0, 1, 2, 4, 9))
@@ -408,11 +409,6 @@ class Trace:
             },
             copy=False,  # fresh arrays: no copy, no consolidation into 2-D blocks
         )
-
-    @property
-    def _labels(self) -> tuple[dict[int, str], dict[int, str]]:
-        """What op name codes are labelled with: the strings and the memcpy names."""
-        return self.strings, self.memcpy_names
 
     def _read_ops(self) -> tuple[list[np.ndarray], bool]:
         """The columns of :func:`.opsread.read_ops` and whether they carry exec ids: prefetched

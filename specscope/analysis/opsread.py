@@ -128,14 +128,10 @@ def runtime_sql(have: set[str]) -> str:
 def read_runtime(con: sqlite3.Connection, columnar, sql: str) -> list[np.ndarray]:
     """start, end, globalTid, correlationId, nameId of every CUDA API call (one scan; int64,
     narrower on large exports: :mod:`.memory`), read by ``sql`` (:func:`runtime_sql`)."""
-    cols = _narrow_runtime(int_columns(con, columnar, sql, 5))
-    progress.report("CUDA API calls", 1, 1)
-    return cols
-
-
-def _narrow_runtime(cols: list[np.ndarray]) -> list[np.ndarray]:
+    cols = int_columns(con, columnar, sql, 5)
     cols[2] = one_value_view(cols[2])  # one launching thread: one element
     cols[3], cols[4] = narrow_ints(cols[3]), narrow_ints(cols[4])  # correlation id, name id
+    progress.report("CUDA API calls", 1, 1)
     return cols
 
 
@@ -145,6 +141,11 @@ NVTX_PUSHPOP, NVTX_STARTEND, NVTX_DOMAIN_CREATE = 59, 60, 75
 # read as ranges beside 59/60 (kernel_helper.py of nsys 2023.4): ranges here too
 NVTXT_PUSHPOP, NVTXT_STARTEND = 70, 71
 NVTX_COLUMNS = 9
+NVTX_TYPES = (
+    f"eventType IN ({NVTX_PUSHPOP}, {NVTX_STARTEND}, {NVTXT_PUSHPOP}, {NVTXT_STARTEND},"
+    f" {NVTX_DOMAIN_CREATE})"
+)
+"""The SQL condition on ``eventType`` of the NVTX events read: ranges and domain creations."""
 
 
 def nvtx_sql(have: set[str]) -> str:
@@ -158,15 +159,7 @@ def nvtx_sql(have: set[str]) -> str:
     return (
         f"SELECT start, coalesce(end, 0), end IS NULL, coalesce({text_id}, -1),"
         f" coalesce(globalTid, 0), coalesce({domain_id}, 0), eventType, {text} IS NOT NULL,"
-        f" rowid FROM {NVTX} WHERE {nvtx_types()} ORDER BY rowid"
-    )
-
-
-def nvtx_types() -> str:
-    """The SQL condition on ``eventType`` of the NVTX events read."""
-    return (
-        f"eventType IN ({NVTX_PUSHPOP}, {NVTX_STARTEND}, {NVTXT_PUSHPOP}, {NVTXT_STARTEND},"
-        f" {NVTX_DOMAIN_CREATE})"
+        f" rowid FROM {NVTX} WHERE {NVTX_TYPES} ORDER BY rowid"
     )
 
 
@@ -255,8 +248,8 @@ def prefetch(path: str | Path, execs: bool = False) -> None:
     tables = small.submit(_tables, path)  # (the sqlite3 connection stays in its thread)
     futures = {
         "ops": ops.submit(_read_ops_ahead, path, tables, execs),
-        "runtime": small.submit(_read_small, columnar, tables, RUNTIME, runtime_sql, 5),
-        "nvtx": small.submit(_read_small, columnar, tables, NVTX, nvtx_sql, NVTX_COLUMNS),
+        "runtime": small.submit(_read_small, tables, RUNTIME, read_runtime, columnar, runtime_sql),
+        "nvtx": small.submit(_read_small, tables, NVTX, _read_nvtx, columnar, nvtx_sql),
     }
     _pending[path.resolve()] = futures
     small.submit(columnar.close)  # after both reads
@@ -275,7 +268,10 @@ def take(path: Path, what: str):
     error), or where the export has no such table. ``ops``: (the columns of :func:`read_ops`,
     whether they carry exec ids); ``runtime``: the columns of :func:`read_runtime`; ``nvtx``:
     those of :func:`nvtx_sql`'s query."""
-    future = _pending.get(path.resolve(), {}).pop(what, None)
+    reads = _pending.get(path.resolve(), {})
+    future = reads.pop(what, None)
+    if not reads:  # every read of the file taken
+        _pending.pop(path.resolve(), None)
     if future is None:
         return None
     try:
@@ -295,15 +291,16 @@ def _tables(path: Path) -> dict[str, set[str]]:
         con.close()
 
 
-def _read_small(columnar, tables: Future, table: str, sql_of, ncols: int):
-    """The columns of ``sql_of(columns of table)`` (None without the table), through ADBC."""
+def _read_small(tables: Future, table: str, read, columnar, sql_of):
+    """``read(None, columnar, sql_of(columns of table))`` (None without the table): one of the
+    loader's own reads (:func:`read_runtime`, the NVTX events), through ADBC."""
     have = tables.result().get(table)
-    if have is None:
-        return None
-    cols = int_columns(None, columnar, sql_of(have), ncols)
-    if table == RUNTIME:
-        cols = _narrow_runtime(cols)
-    return cols
+    return None if have is None else read(None, columnar, sql_of(have))
+
+
+def _read_nvtx(con, columnar, sql: str) -> list[np.ndarray]:
+    """The columns of :func:`nvtx_sql`'s query ``sql``."""
+    return int_columns(con, columnar, sql, NVTX_COLUMNS)
 
 
 def _read_ops_ahead(path: Path, tables: Future, execs: bool) -> tuple[list[np.ndarray], bool]:
