@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from specscope.analysis.loader import Trace, load
-from specscope.analysis.run import DEFAULT_OPTIONS, Analysis, AnalyzeOptions, analyze, analyze_trace
-from specscope.analysis.spec import DEFAULT_PRESET, StepSpec, load_preset
+from specscope.analysis.run import DEFAULT_OPTIONS, Analysis, AnalyzeOptions, analyze_trace
+from specscope.analysis.spec import DEFAULT_PRESET, StepSpec, load_preset, reads_graph_launches
 from specscope.analysis.store import is_results_db, read_run
 from specscope.checksum import sha256_file
 from specscope.errors import Info, SpecError, SpecscopeError, TraceError
@@ -103,15 +103,15 @@ def _db_run(ref: str) -> Analysis | None:
 def analyze_export(
     export: str | Path, spec: StepSpec | None, options: AnalyzeOptions = DEFAULT_OPTIONS
 ) -> Analysis:
-    """:func:`analyze` ``export`` with ``spec``; without one, with the default preset, and
-    where that finds no steps, zero-config: the steps
+    """:func:`~specscope.analysis.run.analyze` ``export`` with ``spec``; without one, with the
+    default preset, and where that finds no steps, zero-config: the steps
     :func:`~specscope.analysis.auto.analyze_processes` chooses (a CUDA graph launch cycle, a
     repeating kernel pattern, else the whole capture) in the process and device with most
     steps (the first in rank order on a tie). Its notes then say what was chosen and, for an
     export of several, which process was taken."""
+    trace = _loaded(export, spec)
     if spec is not None:
-        return analyze(export, spec, options)
-    trace = _loaded_for_zero_config(export)
+        return analyze_trace(trace, spec, options)
     try:
         return analyze_trace(trace, load_preset(DEFAULT_PRESET), options)
     except SpecError:
@@ -128,13 +128,13 @@ def analyze_export(
     return a
 
 
-def _loaded_for_zero_config(export: str | Path) -> Trace:
-    """``export`` loaded once for the default preset and, where that finds no steps, the
-    zero-config choice after it (the GPU operations read once, not once per attempt), with
-    the graph ops' exec ids read beside them (:attr:`Trace.graph_execs`): zero-config looks for
-    graph launch cycles."""
+def _loaded(export: str | Path, spec: StepSpec | None) -> Trace:
+    """``export`` loaded for ``spec``: once, for the default preset and, where that finds no
+    steps, the zero-config choice after it (the GPU operations read once, not once per
+    attempt), with the graph ops' exec ids where the steps read graph launches
+    (:func:`.spec.reads_graph_launches`)."""
     trace = load(export)
-    trace.graph_execs = True
+    trace.graph_execs = reads_graph_launches(spec)
     return trace
 
 
@@ -228,7 +228,7 @@ def resolve_ranks(
     if path.is_dir():
         run_dir = path
         path, manifest = run_folder_export(path)
-    trace = load(path) if spec is not None else _loaded_for_zero_config(path)
+    trace = _loaded(path, spec)
     try:
         found = analyze_processes(trace, spec or load_preset(DEFAULT_PRESET), options).analyses
     except SpecError:

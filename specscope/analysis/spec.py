@@ -125,6 +125,14 @@ class StepSpec:
         return report_defaults(self)
 
 
+def reads_graph_launches(spec: StepSpec | None) -> bool:
+    """Whether finding steps with ``spec`` reads the CUDA graph launches: zero-config (``None``)
+    looks for launch cycles; a spec does where it has graph markers
+    (:attr:`StepSpec.needs_graph_launches`). Where it does, the GPU operations are read with
+    their exec ids (:attr:`.loader.Trace.graph_execs`)."""
+    return spec is None or spec.needs_graph_launches
+
+
 def spec_from_dict(data: Mapping) -> StepSpec | None:
     """The spec of :meth:`StepSpec.to_dict` (e.g. a run's), or None without a step (a spec of
     launch anchors has the step :data:`CYCLE`, '')."""

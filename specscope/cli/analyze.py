@@ -113,9 +113,10 @@ def _analyze_export(path: Path, spec_args: SpecArgs, collective: str, fmt: str, 
     """Every (process, device) of one export (``analysis.auto``: zero-config without a spec);
     None when no steps were found but ``--totals`` could still be printed (with a warning)."""
     from specscope.analysis.opsread import prefetch
+    from specscope.analysis.spec import reads_graph_launches
 
-    spec = spec_args.spec if spec_args.spec_given else None
-    launches = spec is None or spec.needs_graph_launches  # zero-config looks for launch cycles
+    spec = spec_args.given_spec
+    launches = reads_graph_launches(spec)
     prefetch(path, launches)  # a large export's GPU ops are read while the imports below run
     from specscope.analysis.auto import analyze_processes
     from specscope.analysis.loader import load
