@@ -156,3 +156,36 @@ def test_graph_ids_mapped_as_the_dict_maps_them():
         }
         want = [table.get((int(p), int(e)), int(e)) for p, e in zip(pids, keys, strict=True)]
         np.testing.assert_array_equal(_mapped(table, pids, keys), np.array(want, dtype=np.int64))
+
+
+def test_two_processes_sharing_correlation_and_exec_ids(tmp_path, monkeypatch):
+    """Several processes in one export (node mode), their launches interleaved row by row and
+    sharing correlation ids and exec ids: a launch is told apart by its process too, as the
+    ``GROUP BY`` tells it."""
+    from specscope.analysis.synthetic import SyntheticExport, global_tid
+
+    monkeypatch.setattr(launches, "CHUNK_ROWS", 5)
+    x = SyntheticExport()
+    name = x.string("cudaGraphLaunch_v10000")
+    t = 1_000_000
+    for i in range(6):
+        corr = x.api("cudaGraphLaunch", t, t + 500, pid=100)
+        row = (t, t + 500, 1, global_tid(200, 200), corr, name, 0)  # pid 200: the same id
+        x.rows["CUPTI_ACTIVITY_KIND_RUNTIME"].append(row)
+        exec_id = 1 + i % 2
+        for node in range(3):  # the two processes' nodes alternate row by row
+            for pid, shift in ((100, 0), (200, 7)):
+                start = t + 1000 + 100 * node + shift
+                node_id = exec_id << 32 | node
+                x.kernel(f"k{node}", start, start + 50, corr, pid=pid, graph_node=node_id)
+        x.memcpy("htod", 64, t + 1400, t + 1450, corr, pid=200, graph_node=exec_id << 32 | 9)
+        t += 10_000
+    path = x.write(tmp_path / "two_proc_node.sqlite")
+    trace = load(path)
+    trace.graph_execs = True
+    trace.ops  # noqa: B018
+    of_ops = trace._launches_from_ops()
+    assert len(of_ops[0]) == 12  # 6 launches of each process
+    for a, b in zip(_pids(of_ops), _pids(trace._node_launches()), strict=True):
+        np.testing.assert_array_equal(a, b)
+    pd.testing.assert_frame_equal(trace.graph_launches, load(path).graph_launches)
