@@ -80,7 +80,7 @@ def narrow_ints(values: np.ndarray) -> np.ndarray:
     are: correlation ids of GPU operations (32-bit in CUPTI) and their bytes (0 for kernels,
     copies under 2 GiB), 4 bytes per op less each. Sums stay exact: numpy and pandas sum int32
     into int64."""
-    if not len(values) or len(values) < ONE_VALUE_MIN_ROWS:
+    if not len(values) or len(values) < ONE_VALUE_MIN_ROWS or values.dtype == np.int32:
         return values
     info = np.iinfo(np.int32)
     if values.min() < info.min or values.max() > info.max:

@@ -143,6 +143,7 @@ def per_step_metrics(
     spec = steps.spec
     patterns = list(dict.fromkeys([*spec.count_kernels, *count_kernels]))
     out = _host_metrics(trace, steps)
+    give_back(len(steps.ops))  # (its NVTX temporaries: 0.14 GB with 0.9 M NVTX events)
     gap_cols = [f"gap_us:{p}" for p in anchor_pairs(spec.anchor_names)]
     gap_cols += gaps.attribution_columns(spec.anchor_names)  # (gaps: its module doc)
     kernel_cols = [f"kernels:{p}" for p in patterns] + [f"kernel_us:{p}" for p in patterns]
@@ -366,8 +367,10 @@ def _distinct_per_step(pos: np.ndarray, corr: np.ndarray, n: int) -> np.ndarray:
         # the usual case: every id in one step (one API call launched its work), so the steps
         # of the ids, looked up in a table indexed by id, are the answer
         offset = corr - lo
-        first = np.full(span, n, dtype=np.int64)
-        last = np.full(span, -1, dtype=np.int64)
+        small = np.int32 if n < np.iinfo(np.int32).max else np.int64  # (20 M ops: 64 MB less)
+        pos = pos.astype(small, copy=False)
+        first = np.full(span, n, dtype=small)
+        last = np.full(span, -1, dtype=small)
         np.minimum.at(first, offset, pos)
         np.maximum.at(last, offset, pos)
         seen = last >= 0
@@ -404,21 +407,18 @@ def _gap_metrics(steps: Steps, gap_cols: list[str]) -> dict[str, np.ndarray]:
 
 def _api_metrics(trace: Trace, steps: Steps) -> dict[str, np.ndarray]:
     """``api_calls:NAME``: CUDA API calls started inside each step range on its thread, per
-    kept step."""
-    api = trace.api([n for family in API_FAMILIES.values() for n in family])
-    mine = (api["pid"].to_numpy() == steps.pid) & (api["tid"].to_numpy() == steps.tid)
+    kept step (the calls a piece at a time: :meth:`.Trace.api_chunks`)."""
     all_steps = steps.all_steps
-    a_step = interval_index(
-        all_steps["start_ns"].to_numpy(),
-        all_steps["end_ns"].to_numpy(),
-        api["start_ns"].to_numpy()[mine],
-    )
-    names = api["name"].cat  # categories: the distinct names
-    code = names.codes.to_numpy()[mine]
-    in_step = a_step >= 0
-    cols = {}
-    for family, members in API_FAMILIES.items():
-        codes = [names.categories.get_loc(n) for n in members if n in names.categories]
-        sel = in_step & np.isin(code, codes)
-        cols[f"api_calls:{family}"] = np.bincount(a_step[sel], minlength=len(all_steps))[steps.kept]
-    return cols
+    s_start, s_end = all_steps["start_ns"].to_numpy(), all_steps["end_ns"].to_numpy()
+    counts = {family: np.zeros(len(all_steps), dtype=np.int64) for family in API_FAMILIES}
+    for api in trace.api_chunks([n for family in API_FAMILIES.values() for n in family]):
+        mine = (api["pid"].to_numpy() == steps.pid) & (api["tid"].to_numpy() == steps.tid)
+        a_step = interval_index(s_start, s_end, api["start_ns"].to_numpy()[mine])
+        names = api["name"].cat  # categories: the distinct names
+        code = names.codes.to_numpy()[mine]
+        in_step = a_step >= 0
+        for family, members in API_FAMILIES.items():
+            codes = [names.categories.get_loc(n) for n in members if n in names.categories]
+            sel = in_step & np.isin(code, codes)
+            counts[family] += np.bincount(a_step[sel], minlength=len(all_steps))
+    return {f"api_calls:{family}": c[steps.kept] for family, c in counts.items()}

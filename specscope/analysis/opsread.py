@@ -37,7 +37,9 @@ import numpy as np
 from specscope.analysis import progress
 from specscope.analysis.memory import narrow_ints, one_value_view
 from specscope.analysis.sqlread import (
+    NARROW32,
     SPLIT32,
+    SPLIT32_UNIFORM,
     SQLITE_MAGIC,
     columnar_connection,
     int_columns,
@@ -54,7 +56,9 @@ RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
 OP_COLUMNS = ("start", "end", "correlationId", "deviceId:streamId", "names", "misc", "bytes")
 """The columns of the ops query (int64 each; the packed pairs come back as two int32 halves).
 Tables without bytes (kernels, graph replays) leave the last one out: the reader fills in 0."""
-_OP_DTYPES = ("i8", "i8", "i8", SPLIT32, SPLIT32, SPLIT32, "i8")
+_OP_DTYPES = ("i8", "i8", NARROW32, SPLIT32_UNIFORM, SPLIT32, SPLIT32_UNIFORM, NARROW32)
+# (correlation ids and bytes int32 where they fit, the device and the process of a large read
+# one value where all ops share it: 16 bytes an op less while the ops are read, 320 MB at 20 M)
 # Per op kind, in the order of KINDS: table, packed name codes (short << 32 | full), copyKind,
 # ", bytes" or "". Name codes: kernels use StringIds; memcpy -10 - copyKind; memset -2; graph
 # -1000 - graphId (short = full).

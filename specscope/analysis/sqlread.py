@@ -29,12 +29,15 @@ import itertools
 import os
 import sqlite3
 import sys
+import threading
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from urllib.parse import quote
 
 import numpy as np
+
+from specscope.analysis.memory import ONE_VALUE_MIN_ROWS
 
 _BATCH_ROWS = "65536"
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -227,12 +230,97 @@ SPLIT32 = "split32"
 """A dtype for :func:`int_columns_many`: the int64 column comes back as two int32 arrays, its
 high and its low 32 bits (what ``>> 32`` and a cast to int32 give), written batch by batch (no
 int64 array of the whole column)."""
+SPLIT32_UNIFORM = "split32-uniform"
+"""Like :data:`SPLIT32`, for a column whose high half is usually one value in every row (the
+device of every GPU operation of a one-GPU capture, its process): in a large read
+(:data:`NARROW_MIN_ROWS`), that half is kept as one value for as long as every row has it
+(:class:`_Uniform`) and comes back as a read-only view of it repeated (stride 0, as
+:func:`.memory.one_value_view` gives), not as 4 bytes a row."""
+NARROW32 = "narrow32"
+"""A dtype for :func:`int_columns_many`: int32 in a large read (:data:`NARROW_MIN_ROWS`) where
+every value fits (correlation ids, bytes of a copy under 2 GiB), else int64, as
+:func:`.memory.narrow_ints` would make it, but without an int64 array of the whole column."""
+NARROW_MIN_ROWS = ONE_VALUE_MIN_ROWS
+"""Reads of fewer rows (bound) keep :data:`NARROW32` columns int64 and :data:`SPLIT32_UNIFORM`
+halves as arrays: the same columns as :mod:`.memory`'s rules give after the read."""
+_MARKERS = (SPLIT32, SPLIT32_UNIFORM, NARROW32)
 
 
 def _dtypes(ncols: int, dtypes: Sequence | None) -> list:
     if dtypes is None:
         return [np.dtype(np.int64)] * ncols
-    return [SPLIT32 if d == SPLIT32 else np.dtype(d) for d in dtypes]
+    return [d if isinstance(d, str) and d in _MARKERS else np.dtype(d) for d in dtypes]
+
+
+class _TooWide(Exception):
+    """A value of a :data:`NARROW32` column that int32 cannot hold (``column``: its index)."""
+
+    def __init__(self, column: int):
+        super().__init__(column)
+        self.column = column
+
+
+def _check_fits(target, column, i: int) -> None:
+    """Raise :class:`_TooWide` when ``column`` (a batch of column ``i``) does not fit the int32
+    array ``target`` of a :data:`NARROW32` column."""
+    narrow = isinstance(target, np.ndarray) and target.dtype == np.int32
+    if narrow and np.ndim(column) and len(column):
+        info = np.iinfo(np.int32)
+        if column.min() < info.min or column.max() > info.max:
+            raise _TooWide(i)
+
+
+class _Uniform:
+    """A column of ``n`` int32 rows written batch by batch from several threads, held as one
+    value until a batch brings another (then as an array, the value filled in where it had
+    been written): :data:`SPLIT32_UNIFORM`'s high half. Slicing gives :class:`_UniformRows`,
+    which the batch readers write into like an array slice."""
+
+    def __init__(self, n: int):
+        self.n, self.value, self.array = n, None, None
+        self._lock = threading.Lock()
+
+    def __getitem__(self, rows: slice) -> _UniformRows:
+        lo, hi, _ = rows.indices(self.n)
+        return _UniformRows(self, lo, hi)
+
+    def put(self, lo: int, hi: int, values) -> None:
+        """Write ``values`` (an array or a scalar) to rows lo..hi."""
+        if self.array is None:
+            values = np.asarray(values)
+            if not values.size or values.min() == values.max():
+                one = int(values.flat[0]) if values.size else None
+                with self._lock:
+                    if self.array is None:
+                        if self.value is None:
+                            self.value = one
+                        if one is None or one == self.value:
+                            return  # still one value
+            with self._lock:
+                if self.array is None:  # every row written so far holds self.value
+                    self.array = np.full(self.n, self.value or 0, dtype=np.int32)
+        self.array[lo:hi] = values
+
+    def result(self, rows: np.ndarray | None = None) -> np.ndarray:
+        """The column (``rows``: only these rows): the array, or the value repeated as a
+        read-only stride-0 view."""
+        if self.array is not None:
+            return self.array if rows is None else self.array[rows]
+        n = self.n if rows is None else len(rows)
+        return np.broadcast_to(np.array([self.value or 0], dtype=np.int32), (n,))
+
+
+class _UniformRows:
+    """Rows ``offset..stop`` of a :class:`_Uniform`, written through ``rows[a:b] = values``."""
+
+    def __init__(self, column: _Uniform, offset: int, stop: int):
+        self.column, self.offset, self.stop = column, offset, stop
+
+    def __len__(self) -> int:
+        return self.stop - self.offset
+
+    def __setitem__(self, rows: slice, values) -> None:
+        self.column.put(self.offset + rows.start, self.offset + rows.stop, values)
 
 
 def _put(target, n: int, m: int, column) -> None:
@@ -281,6 +369,7 @@ def _adbc_batches(columnar, sql: str, ncols: int, dtypes: list[np.dtype], into=N
             if n + m > _rows(into[0]):
                 raise ValueError("more rows than the rowid range allows")
             for i, c in enumerate(cols):
+                _check_fits(into[i], c, i)
                 _put(into[i], n, m, c)
             for i in range(width, ncols):  # columns the query does not return
                 _put(into[i], n, m, 0)
@@ -303,7 +392,9 @@ def _sqlite3_batches(
             if n + len(arr) > _rows(into[0]):
                 raise ValueError("more rows than the rowid range allows")
             for i in range(ncols):
-                _put(into[i], n, len(arr), arr[:, i] if i < width else 0)
+                column = arr[:, i] if i < width else 0
+                _check_fits(into[i], column, i)
+                _put(into[i], n, len(arr), column)
             n += len(arr)
     return parts if into is None else n
 
@@ -338,7 +429,8 @@ def int_columns_many(
     on_done=None,
 ) -> list[np.ndarray]:
     """Like :func:`int_columns` for the rows of several queries, concatenated in query order;
-    a column of dtype :data:`SPLIT32` comes back as two arrays (high and low halves).
+    a column of dtype :data:`SPLIT32` or :data:`SPLIT32_UNIFORM` comes back as two arrays
+    (high and low halves), one of :data:`NARROW32` as int32 or int64.
 
     ``queries``: (sql, upper bound of its row count) pairs, e.g. from :func:`rowid_ranges`; the
     result arrays are allocated once and each query fills its own slice, so the peak memory is
@@ -346,18 +438,38 @@ def int_columns_many(
     columns: the missing trailing ones are 0 in its rows (cheaper than selecting constants).
     ``connect()`` returns a new ADBC connection (or None: the sqlite3 module, one query at a
     time); with ADBC, up to ``threads`` queries run at once, each on its own connection.
-    ``on_done(done, total)`` is called as each query finishes (for progress).
+    ``on_done(done, total)`` is called as each query finishes (for progress). A
+    :data:`NARROW32` column with a value int32 cannot hold is read again as int64 (the whole
+    read once more: such columns are chosen where that does not happen).
     """
-    dts = _dtypes(ncols, dtypes)
+    dts, wide = _dtypes(ncols, dtypes), set()
+    while True:
+        try:
+            return _read_many(con, connect, queries, ncols, dts, wide, threads, on_done)
+        except _TooWide as e:
+            if dts[e.column] != NARROW32 or e.column in wide:
+                raise ValueError(f"column {e.column} does not fit its dtype") from None
+            wide.add(e.column)
+
+
+def _read_many(con, connect, queries, ncols: int, dts: list, wide: set, threads: int, on_done):
+    """:func:`int_columns_many`, :data:`NARROW32` columns ``wide`` as int64."""
     finished = itertools.count(1)  # next() is atomic in CPython: safe across the threads
     offsets = np.r_[0, np.cumsum([b for _, b in queries], dtype=np.int64)]
     total = int(offsets[-1])
-    out = [
-        (np.empty(total, np.int32), np.empty(total, np.int32))
-        if d == SPLIT32
-        else np.empty(total, d)
-        for d in dts
-    ]
+    large = total >= NARROW_MIN_ROWS
+
+    def allocate(i: int, d):
+        if d == NARROW32:
+            return np.empty(total, np.int32 if large and i not in wide else np.int64)
+        if d == SPLIT32_UNIFORM:
+            high = _Uniform(total) if large else np.empty(total, np.int32)
+            return high, np.empty(total, np.int32)
+        if d == SPLIT32:
+            return np.empty(total, np.int32), np.empty(total, np.int32)
+        return np.empty(total, d)
+
+    out = [allocate(i, d) for i, d in enumerate(dts)]
     first = connect() if queries else None
 
     def run(i: int, columnar) -> int:
@@ -397,12 +509,24 @@ def int_columns_many(
             for c in conns:
                 c.close()
     flat = [a for t in out for a in (t if isinstance(t, tuple) else (t,))]
-    if sum(counts) == total:  # the usual case: rowids without holes
-        return flat
-    keep = np.concatenate(
-        [np.arange(offsets[i], offsets[i] + n, dtype=np.int64) for i, n in enumerate(counts)]
-    )
-    return [a[keep] for a in flat]
+    keep = None
+    if sum(counts) != total:  # rowids with holes (the usual case has none)
+        keep = np.concatenate(
+            [np.arange(offsets[i], offsets[i] + n, dtype=np.int64) for i, n in enumerate(counts)]
+        )
+    flat = [a.result(keep) if isinstance(a, _Uniform) else a if keep is None else a[keep]
+            for a in flat]  # fmt: skip
+    if large and sum(counts) < NARROW_MIN_ROWS:  # holes left a small read: as a small one's
+        flat = [
+            a.astype(np.int64) if d == NARROW32 else np.ascontiguousarray(a)  # (views: arrays)
+            for a, d in zip(flat, _flat_dtypes(dts), strict=True)
+        ]
+    return flat
+
+
+def _flat_dtypes(dts: list) -> list:
+    """The dtype (marker) of each array :func:`_read_many` returns (two per split column)."""
+    return [x for d in dts for x in ((d, d) if d in (SPLIT32, SPLIT32_UNIFORM) else (d,))]
 
 
 def _rows(target) -> int:

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 from testdata import AFTER, DATA, GRAPH
 
-from specscope.analysis import loader, memory
+from specscope.analysis import loader, memory, sqlread
 from specscope.analysis.auto import analyze_processes
 from specscope.analysis.coverage import union_coverage
 from specscope.analysis.loader import _unique_inverse, load
@@ -28,6 +28,7 @@ EXPORTS = [AFTER, GRAPH, DATA / "cpu_eagle_2023.sqlite"]
 
 def _outputs(path, monkeypatch, min_rows: int) -> list[str]:
     monkeypatch.setattr(memory, "ONE_VALUE_MIN_ROWS", min_rows)
+    monkeypatch.setattr(sqlread, "NARROW_MIN_ROWS", min_rows)  # narrowed while read, too
     out = []
     for spec in (None, load_preset("eagle")):
         trace = load(path)
@@ -46,10 +47,13 @@ def test_one_value_columns_give_the_same_analyses(path, monkeypatch) -> None:
     assert lean == plain
 
 
-def test_one_value_columns_are_views(monkeypatch) -> None:
+@pytest.mark.parametrize("while_read", [True, False])
+def test_one_value_columns_are_views(while_read: bool, monkeypatch) -> None:
     monkeypatch.setattr(memory, "ONE_VALUE_MIN_ROWS", 0)
+    monkeypatch.setattr(sqlread, "NARROW_MIN_ROWS", 0 if while_read else loader.CHUNK_ROWS)
     lean = load(AFTER).ops
     monkeypatch.setattr(memory, "ONE_VALUE_MIN_ROWS", loader.CHUNK_ROWS)
+    monkeypatch.setattr(sqlread, "NARROW_MIN_ROWS", loader.CHUNK_ROWS)
     plain = load(AFTER).ops
     pd.testing.assert_frame_equal(lean, plain, check_dtype=False)
     for col in ("device_id", "pid"):
@@ -173,3 +177,65 @@ def test_coverage_beside_raises_the_errors_of_both(monkeypatch, threshold) -> No
     monkeypatch.setattr(coverage, "_coverage_of", broken)
     with pytest.raises(MemoryError, match="own error"):
         coverage.coverage_beside(steps, lambda: 1)
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("chunk", [1, 3, 7, 1 << 18])
+def test_anchor_extents_in_chunks_are_each_instances_own(seed: int, chunk: int, monkeypatch):
+    """Instances spanning chunks, out of order, with ties on the first start (earliest call,
+    no call last, then trace order): the extents of each instance's own rows."""
+    from types import SimpleNamespace
+
+    from specscope.analysis import gaps
+
+    monkeypatch.setattr(gaps, "CHUNK_ROWS", chunk)
+    rng = np.random.default_rng(seed)
+    n_ops, n_anchors = 60, 9
+    anchor = np.sort(rng.integers(-1, n_anchors - 1, n_ops)).astype(np.int32)  # one never
+    swap = rng.integers(0, n_ops, 6)
+    anchor[swap] = anchor[swap[::-1]]  # a few out of instance order
+    start = rng.integers(0, 5, n_ops) * 10  # many equal starts
+    api = rng.choice([np.nan, 1.0, 2.0, 3.0], n_ops)
+    tid = rng.integers(0, 1000, n_ops)
+    ops = pd.DataFrame(
+        {"anchor": anchor, "start_ns": start, "end_ns": start + rng.integers(1, 50, n_ops),
+         "api_start_ns": api, "api_tid": tid}
+    )  # fmt: skip
+    steps = SimpleNamespace(anchors=pd.DataFrame({"start_ns": np.arange(n_anchors)}), ops=ops)
+    got = gaps.anchor_extents(steps)
+    for k in range(n_anchors):
+        rows = np.flatnonzero(anchor == k)
+        row = got.iloc[k]
+        if not len(rows):
+            assert np.isnan(row["first_ns"]) and row["launch_tid"] == -1
+            continue
+        first = start[rows].min()
+        head = min(
+            (r for r in rows if start[r] == first),
+            key=lambda r: (np.inf if np.isnan(api[r]) else api[r], r),
+        )
+        assert row["first_ns"] == first and row["last_ns"] == ops["end_ns"][rows].max()
+        assert row["launch_tid"] == tid[head]
+        assert (np.isnan(row["launch_ns"]) and np.isnan(api[head])) or row["launch_ns"] == api[head]
+
+
+@pytest.mark.parametrize("path", [AFTER, GRAPH], ids=lambda p: p.stem)
+def test_api_calls_in_pieces_are_the_whole_table(path, monkeypatch) -> None:
+    """:meth:`Trace.api_chunks` pieces add up to :meth:`Trace.api`, and the per-step API call
+    counts built from small pieces are those of one piece."""
+    trace = load(path)
+    names = ["cudaLaunchKernel", "cudaGraphLaunch", "cudaMemcpyAsync"]
+    whole = trace.api(names)
+    pieces = list(trace.api_chunks(names, rows=5))
+    assert len(pieces) > 1
+    joined = pd.concat(pieces, ignore_index=True)
+    pd.testing.assert_frame_equal(
+        joined.astype({"name": object}), whole.astype({"name": object}), check_dtype=False
+    )
+    spec = load_preset("eagle")
+    one = analyze_processes(load(path), spec, DEFAULT_OPTIONS).processes[0].analysis
+    monkeypatch.setattr(loader.Trace.api_chunks, "__defaults__", (None, 5))
+    small = analyze_processes(load(path), spec, DEFAULT_OPTIONS).processes[0].analysis
+    api_cols = [c for c in one.frame.columns if c.startswith("api_calls:")]
+    assert api_cols and one.frame[api_cols].to_numpy().sum() > 0
+    assert one.json_text() == small.json_text()

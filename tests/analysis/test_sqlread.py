@@ -77,6 +77,65 @@ def test_split32_columns_come_back_as_halves(
     assert high.dtype == low.dtype == np.int32
 
 
+@pytest.mark.parametrize("reader", ["adbc", "sqlite3"])
+@pytest.mark.parametrize("large", [True, False])
+def test_narrow32_columns_are_int32_in_a_large_read_where_every_value_fits(
+    reader: str, large: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from specscope.analysis import sqlread
+
+    rows = [(1, 7), (2, -(2**31)), (3, 2**31 - 1), (4, 2**31)]  # the last fits int64 only
+    con, path = _two_column_table(reader, tmp_path, monkeypatch, ("a", "b"), rows)
+    monkeypatch.setattr(sqlread, "NARROW_MIN_ROWS", 0 if large else 1 << 20)
+    connect = lambda: sqlread.columnar_connection(path)  # noqa: E731
+    ranges = sqlread.rowid_ranges(con, "t", 2)
+    narrow = sqlread.NARROW32
+
+    def read(last: int) -> list[np.ndarray]:
+        queries = [(f"SELECT a, b FROM t{where} AND a <= {last}", n) for where, n in ranges]
+        return sqlread.int_columns_many(con, connect, queries, 2, (narrow, narrow), threads=2)
+
+    fits = read(3)
+    assert [c.tolist() for c in fits] == [[1, 2, 3], [7, -(2**31), 2**31 - 1]]
+    assert [c.dtype for c in fits] == [np.int32 if large else np.int64] * 2
+    wide = read(4)  # read again, b as int64
+    assert [c.tolist() for c in wide] == [[1, 2, 3, 4], [7, -(2**31), 2**31 - 1, 2**31]]
+    assert [c.dtype for c in wide] == [np.int32 if large else np.int64, np.int64]
+
+
+@pytest.mark.parametrize("reader", ["adbc", "sqlite3"])
+@pytest.mark.parametrize(
+    ("highs", "uniform"),
+    [
+        ([5, 5, 5, 5], True),  # one value: kept as one element
+        ([5, 5, 5, 6], False),  # another in the last query: an array after all
+        ([6, 5, 5, 5], False),  # another in the first
+    ],
+)
+def test_split32_uniform_high_halves_stay_one_value_while_every_row_has_it(
+    reader: str, highs: list[int], uniform: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from specscope.analysis import sqlread
+
+    rows = [(h, lo) for h, lo in zip(highs, [10, -3, 2**31 - 1, 0], strict=True)]
+    con, path = _two_column_table(reader, tmp_path, monkeypatch, ("hi", "lo"), rows)
+    monkeypatch.setattr(sqlread, "NARROW_MIN_ROWS", 0)
+    packed = "(hi << 32) | (lo & 4294967295)"
+    queries = [
+        (f"SELECT {packed} FROM t WHERE rowid <= 2", 2),
+        (f"SELECT {packed} FROM t WHERE rowid > 2", 5),  # a bound with room to spare: holes
+    ]
+    connect = lambda: sqlread.columnar_connection(path)  # noqa: E731
+    high, low = sqlread.int_columns_many(
+        con, connect, queries, 1, (sqlread.SPLIT32_UNIFORM,), threads=2
+    )
+    assert high.tolist() == highs and low.tolist() == [lo for _, lo in rows]
+    assert high.dtype == low.dtype == np.int32
+    assert (high.strides == (0,)) is uniform  # one element of memory, or an array
+    if uniform:
+        assert not high.flags.writeable
+
+
 def test_small_exports_are_plain_sqlite_files_under_the_limit(tmp_path: Path) -> None:
     from specscope.analysis.sqlread import LIGHT_MAX_BYTES, small_exports
 
