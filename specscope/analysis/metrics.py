@@ -120,13 +120,23 @@ class StepMetrics:
 
 def name_matches(ops: pd.DataFrame, pattern: str) -> np.ndarray:
     """Rows whose short or demangled name contains a match of the regex ``pattern``."""
+    return _matching_rows(ops, _matching_codes(ops, pattern), slice(None))
+
+
+def _matching_rows(ops: pd.DataFrame, by_code: dict[str, np.ndarray], rows: slice) -> np.ndarray:
+    """Of ``rows``, whether each name matches, from :func:`_matching_codes`."""
+    name, full = (by_code[c][ops[c].array.codes[rows]] for c in ("name", "full_name"))
+    name |= full  # (code -1, missing, indexes the final False)
+    return name
+
+
+def _matching_codes(ops: pd.DataFrame, pattern: str) -> dict[str, np.ndarray]:
+    """Per name column: whether each category matches ``pattern``, and False for code -1."""
     rx = re.compile(pattern)
-    hit = np.zeros(len(ops), dtype=bool)
-    for col in ("name", "full_name"):
-        cat = ops[col].cat
-        by_code = np.array([bool(rx.search(str(c))) for c in cat.categories] + [False])
-        hit |= by_code[cat.codes.to_numpy()]  # code -1 (missing) indexes the final False
-    return hit
+    return {
+        col: np.array([bool(rx.search(str(c))) for c in ops[col].cat.categories] + [False])
+        for col in ("name", "full_name")
+    }
 
 
 def _gaps(steps: Steps, first: np.ndarray, last: np.ndarray, prefix: str) -> dict[str, np.ndarray]:
@@ -195,22 +205,27 @@ def _host_metrics(trace: Trace, steps: Steps) -> pd.DataFrame:
     cols["cpu_step_us"] = (
         all_steps.loc[kept, "end_ns"] - all_steps.loc[kept, "start_ns"]
     ).to_numpy() / 1e3
+    # the thread's other ranges (of the spec's domain): three columns of them, not the frame
     nvtx = trace.nvtx
-    thread = nvtx[(nvtx["pid"] == steps.pid) & (nvtx["tid"] == steps.tid)]
+    mine = (nvtx["pid"].to_numpy() == steps.pid) & (nvtx["tid"].to_numpy() == steps.tid)
     if spec.domain is not None:
-        thread = thread[thread["domain"] == spec.domain]
-    inner = thread[thread["name"] != spec.step]
+        mine &= (nvtx["domain"] == spec.domain).to_numpy()
+    mine &= (nvtx["name"] != spec.step).to_numpy()
+    start, end = nvtx["start_ns"].to_numpy()[mine], nvtx["end_ns"].to_numpy()[mine]
     s_start, s_end = all_steps["start_ns"].to_numpy(), all_steps["end_ns"].to_numpy()
-    in_step = interval_index(s_start, s_end, inner["start_ns"].to_numpy())
+    in_step = interval_index(s_start, s_end, start)
     ok = in_step >= 0
-    ok[ok] &= inner["end_ns"].to_numpy()[ok] <= s_end[in_step[ok]]
+    ok[ok] &= end[ok] <= s_end[in_step[ok]]
+    rows = np.flatnonzero(mine)[ok]
+    del mine
     nested = pd.DataFrame(
         {
             "step": in_step[ok],
-            "name": inner["name"].to_numpy(dtype=object)[ok],
-            "us": (inner["end_ns"].to_numpy()[ok] - inner["start_ns"].to_numpy()[ok]) / 1e3,
+            "name": np.asarray(nvtx["name"].array[rows], dtype=object),
+            "us": (end[ok] - start[ok]) / 1e3,
         }
     )
+    del start, end, in_step, ok, rows
     cpu = nested.groupby(["step", "name"])["us"].sum().unstack(fill_value=0.0)
     for name in cpu.columns:
         cols[f"cpu_us:{name}"] = cpu[name].reindex(kept, fill_value=0.0).to_numpy()
@@ -301,8 +316,8 @@ def _class_counts(steps: Steps, patterns: list[str]) -> dict:
     where = np.full(len(steps.all_steps) + 1, -1, dtype=np.int64)
     where[kept] = np.arange(len(kept))
     step = ops["step"].to_numpy()
-    kind = ops["kind"].cat.codes.to_numpy()  # codes of loader.KINDS
-    copy = ops["copy_kind"].cat.codes.to_numpy()  # codes of loader.COPY_KINDS, -1: not a memcpy
+    kind = ops["kind"].array.codes  # codes of loader.KINDS
+    copy = ops["copy_kind"].array.codes  # codes of loader.COPY_KINDS, -1: not a memcpy
     in_graph, nbytes = ops["in_graph"].to_numpy(), ops["bytes"].to_numpy()
     start, end, corr = (ops[c].to_numpy() for c in ("start_ns", "end_ns", "correlation_id"))
     n_copy = len(COPY_KINDS) + 1
@@ -311,11 +326,11 @@ def _class_counts(steps: Steps, patterns: list[str]) -> dict:
     unified = COPY_KINDS.index("unified")
     by_class = np.zeros(len(kept) * n_class, dtype=np.int64)
     sums = {"eager_bytes": np.zeros(len(kept))}
-    matches = {p: name_matches(ops, p) for p in patterns}
     for p in patterns:
         sums[f"kernels:{p}"] = np.zeros(len(kept), dtype=np.int64)
         sums[f"kernel_us:{p}"] = np.zeros(len(kept))
     launches = []
+    matching = {p: _matching_codes(ops, p) for p in patterns}  # (a bool per op: per chunk)
     for lo in range(0, len(ops), CHUNK_ROWS):
         rows = slice(lo, lo + CHUNK_ROWS)
         pos = where[step[rows]]
@@ -329,10 +344,14 @@ def _class_counts(steps: Steps, patterns: list[str]) -> dict:
         key += 1
         key = np.add(pos * n_class, key, dtype=np.int64)[counted]
         if len(key):  # counted over the keys' range only (a chunk's ops: a few steps)
-            low = int(key.min())
-            key -= low
-            counts = np.bincount(key)
-            by_class[low : low + len(counts)] += counts
+            low, high = int(key.min()), int(key.max())
+            if _dense(high - low + 1, len(key)):
+                key -= low
+                counts = np.bincount(key)
+                by_class[low : low + len(counts)] += counts
+            else:  # steps far apart (a chunk of the copies of every step): no wide temporary
+                where_key, counts = np.unique(key, return_counts=True)
+                by_class[where_key] += counts
         del key
         k, g = kind[rows], in_graph[rows]
         eager_copy = counted & (k == memcpy) & ~g & (copy[rows] != unified)
@@ -346,7 +365,7 @@ def _class_counts(steps: Steps, patterns: list[str]) -> dict:
         launches.append((g_pos[new], g_corr[new]))
         is_kernel = counted & (k == kernel)
         for p in patterns:
-            sel = is_kernel & matches[p][rows]
+            sel = is_kernel & _matching_rows(ops, matching[p], rows)
             sums[f"kernels:{p}"] += np.bincount(pos[sel], minlength=len(kept))
             dur = end[rows][sel] - start[rows][sel]
             sums[f"kernel_us:{p}"] += np.bincount(pos[sel], weights=dur, minlength=len(kept))
@@ -355,6 +374,13 @@ def _class_counts(steps: Steps, patterns: list[str]) -> dict:
         np.concatenate([p[i] for p in launches] or [np.zeros(0, dtype=np.int64)]) for i in range(2)
     )
     return sums
+
+
+def _dense(span: int, n: int) -> bool:
+    """Whether ``n`` keys over a range of ``span`` are counted by a ``bincount`` of the range
+    (few steps apart), else by sorting them (``np.unique``): a chunk of the copies of a whole
+    capture spans every step, and a bincount of its range was 43 MB at 113 k steps."""
+    return span <= 4 * n + 4096
 
 
 def _distinct_per_step(pos: np.ndarray, corr: np.ndarray, n: int) -> np.ndarray:

@@ -161,7 +161,7 @@ def find_step_kernel(trace: Trace, pid: int, **thresholds) -> StepKernel | None:
     demangled name."""
     ops = trace.ops
     # numpy masks and row numbers: no filtered copy of the whole ops frame
-    kernel = ops["kind"].cat.codes.to_numpy() == KINDS.index("kernel")
+    kernel = ops["kind"].array.codes == KINDS.index("kernel")
     mine = kernel & (ops["pid"].to_numpy() == pid) & (ops["api_tid"].to_numpy() >= 0)
     codes = _kernel_codes(ops)  # codes, not a string per launch
     in_graph = ops["in_graph"].to_numpy()
@@ -185,7 +185,7 @@ def find_step_kernel(trace: Trace, pid: int, **thresholds) -> StepKernel | None:
 def _kernel_codes(ops) -> np.ndarray:
     """One code per distinct demangled name, per short name where a row has none (codes of
     ``full_name``, then ``len(full_name categories) + `` codes of ``name``)."""
-    fcodes, scodes = ops["full_name"].cat.codes.to_numpy(), ops["name"].cat.codes.to_numpy()
+    fcodes, scodes = ops["full_name"].array.codes, ops["name"].array.codes
     n_full = len(ops["full_name"].cat.categories)
     return np.where(fcodes >= 0, fcodes.astype(np.int64), n_full + scodes.astype(np.int64))
 

@@ -239,3 +239,20 @@ def test_api_calls_in_pieces_are_the_whole_table(path, monkeypatch) -> None:
     api_cols = [c for c in one.frame.columns if c.startswith("api_calls:")]
     assert api_cols and one.frame[api_cols].to_numpy().sum() > 0
     assert one.json_text() == small.json_text()
+
+
+@pytest.mark.parametrize("path", EXPORTS, ids=lambda p: p.stem)
+def test_class_counts_by_sorting_are_the_bincounts(path, monkeypatch) -> None:
+    """The per-step op counts come out the same whichever way a chunk's keys are counted."""
+    from specscope.analysis import metrics
+
+    def outputs() -> list[str]:
+        trace = load(path)
+        options = AnalyzeOptions(count_kernels=("gemm", "."))
+        export = analyze_processes(trace, load_preset("eagle"), options)
+        return [p.analysis.json_text() for p in export.processes]
+
+    dense = outputs()
+    monkeypatch.setattr(metrics, "_dense", lambda span, n: False)
+    monkeypatch.setattr(metrics, "CHUNK_ROWS", 64)  # many chunks, kernel patterns per chunk
+    assert outputs() == dense
