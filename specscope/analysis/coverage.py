@@ -67,10 +67,11 @@ def union_coverage(starts: np.ndarray, ends: np.ndarray, chunk: int = CHUNK_ROWS
     The intervals that start by ``t`` (0..i) cover their union less what lies after ``t`` (all
     of it one stretch from ``t`` to ``emax[i]``, since each covers from its start <= t on).
 
-    Memory: only the start order is kept (int32; none when ``starts`` is sorted); each call of
-    ``covered`` works through it in chunks of ``chunk`` intervals, carrying ``emax`` and
-    ``holes`` from chunk to chunk, so no array of the whole size is built per call (on 20 M
-    GPU ops, three of them were 0.5 GB). Pass all the times of interest in one call.
+    Memory: only the start order is kept (int32, or a :class:`MergedOrder`; none when
+    ``starts`` is sorted); each call of ``covered`` works through it in chunks of ``chunk``
+    intervals, carrying ``emax`` and ``holes`` from chunk to chunk, so no array of the whole
+    size is built per call (on 20 M GPU ops, three of them were 0.5 GB). Pass all the times of
+    interest in one call.
     """
     if len(starts) == 0:
         return lambda t: np.zeros(len(t))
@@ -79,6 +80,7 @@ def union_coverage(starts: np.ndarray, ends: np.ndarray, chunk: int = CHUNK_ROWS
     first = starts[0] if order is None else starts[order[0]]
     dtype = np.result_type(starts, ends)
     if chunk >= n:  # one chunk: the prefix is built once, each query a binary search
+        order = None if order is None else np.asarray(order)
         s = starts if order is None else starts[order]
         emax, holes = _prefix(s, ends if order is None else ends[order], None, 0, dtype)
 
@@ -114,21 +116,16 @@ def union_coverage(starts: np.ndarray, ends: np.ndarray, chunk: int = CHUNK_ROWS
     return covered
 
 
-def start_order(starts: np.ndarray) -> np.ndarray | None:
+def start_order(starts: np.ndarray) -> np.ndarray | MergedOrder | None:
     """``np.argsort(starts, kind="stable")`` as int32 (where under 2**31 rows), None when
     ``starts`` is sorted already.
 
     GPU operations come table by table (kernels, then memcpys, memsets), each table in start
     order: a few sorted runs, one of them most of the rows. Above :data:`WHOLE_COVERAGE_MAX`
     rows (below, the sort is faster: 4 against 18 ms at 2 M), the other rows are sorted
-    alone and merged into the longest run, which is never sorted nor searched (20 M ops: no
-    int64 order and no sort buffer of the whole size, 0.2-0.3 GB less at the peak). Each row
-    of the rest goes before the run's rows from ``ins`` on, its insertion point (equal starts:
-    rows before the run go before the run's, rows after it after), so::
-
-        run row i  -> i + (rows of the rest with ins <= i)
-        rest row j -> j + ins[j]          (j: its rank among the rest, in start order)
-    """
+    alone and merged into the longest run, which is never sorted nor searched: the order is a
+    :class:`MergedOrder`, which gives any stretch of it from the few rows of the rest (20 M
+    ops: no order of the whole size, 80 MB, nor a sort buffer of it)."""
     n = len(starts)
     breaks = np.flatnonzero(starts[1:] < starts[:-1])
     if not len(breaks):
@@ -147,16 +144,53 @@ def start_order(starts: np.ndarray) -> np.ndarray | None:
         np.searchsorted(run, rest_starts, side="left"),
         np.searchsorted(run, rest_starts, side="right"),
     )
-    order = np.empty(n, dtype=dtype)
-    order[ins + np.arange(len(rest))] = rest
-    for lo in range(0, b - a, CHUNK_ROWS):
-        hi = min(lo + CHUNK_ROWS, b - a)
-        i0, i1 = np.searchsorted(ins, [lo, hi], side="left")
-        before = np.full(hi - lo, i0, dtype=np.int64)  # rest rows with ins < lo, then per row
-        before += np.cumsum(np.bincount(ins[i0:i1] - lo, minlength=hi - lo))
-        before += np.arange(lo, hi)
-        order[before] = np.arange(a + lo, a + hi, dtype=dtype)
-    return order
+    return MergedOrder(n, a, rest, ins + np.arange(len(rest)))
+
+
+class MergedOrder:
+    """The start order of :func:`start_order`'s merge: the rows ``a..`` of the longest sorted
+    run, and the ``rest`` (the other rows, in start order) each at its position in the
+    order, ``at`` (strictly increasing). Each row of the rest goes before the run's rows from
+    its insertion point on (equal starts: rows before the run go before the run's, rows after
+    it after), so::
+
+        rest row j -> position at[j] = j + (its insertion point in the run)
+        run rows   -> the other positions, in order
+
+    Indexing with a slice gives that stretch of the order as an array, with an int one row;
+    ``np.asarray`` all of it."""
+
+    def __init__(self, n: int, a: int, rest: np.ndarray, at: np.ndarray):
+        self.n, self.a, self.rest, self.at = n, a, rest, at
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, key):
+        if isinstance(key, slice):
+            lo, hi, step = key.indices(self.n)
+            if step != 1:
+                raise ValueError("a MergedOrder is sliced in order")
+            return self._rows(lo, max(lo, hi))
+        i = key + self.n if key < 0 else key
+        if not 0 <= i < self.n:
+            raise IndexError(key)
+        return self._rows(i, i + 1)[0]
+
+    def __array__(self, dtype=None, copy=None) -> np.ndarray:
+        rows = self._rows(0, self.n)
+        return rows if dtype is None else rows.astype(dtype)
+
+    def _rows(self, lo: int, hi: int) -> np.ndarray:
+        """The rows at positions lo..hi of the order."""
+        j0, j1 = np.searchsorted(self.at, [lo, hi], side="left")
+        out = np.empty(hi - lo, dtype=self.rest.dtype)
+        of_rest = np.zeros(hi - lo, dtype=bool)
+        of_rest[self.at[j0:j1] - lo] = True
+        out[of_rest] = self.rest[j0:j1]
+        # the run's rows before lo: the positions before lo less the rest's there (j0)
+        out[~of_rest] = np.arange(self.a + lo - j0, self.a + hi - j1, dtype=out.dtype)
+        return out
 
 
 def _prefix(s: np.ndarray, e: np.ndarray, emax_before, holes_before, dtype):

@@ -127,8 +127,20 @@ def test_start_order_is_the_stable_argsort(runs: list[int], ties: bool, monkeypa
     if len(runs) == 1:
         assert order is None
         return
-    np.testing.assert_array_equal(order, np.argsort(starts, kind="stable"))
-    assert order.dtype == np.int32
+    want = np.argsort(starts, kind="stable")
+    np.testing.assert_array_equal(np.asarray(order), want)
+    assert np.asarray(order).dtype == np.int32
+    n = len(starts)  # every stretch and row, as union_coverage takes them
+    for lo in range(0, n + 3, 3):
+        for width in (0, 1, 4, 9, n):
+            np.testing.assert_array_equal(order[lo : lo + width], want[lo : lo + width])
+    assert [order[i] for i in range(n)] == want.tolist() and order[-1] == want[-1]
+    ends = starts + rng.integers(0, 30, size=n)
+    t = rng.integers(-5, high + 40, size=50)
+    np.testing.assert_array_equal(
+        union_coverage(starts, ends, chunk=7)(t),
+        union_coverage(starts[want], ends[want], chunk=7)(t),
+    )
 
 
 @pytest.mark.parametrize("chunk", [1, 2, 5, 1000])
