@@ -11,7 +11,11 @@ nullable columns), so both readers agree exactly.
 
 Memory: results are streamed in 64k-row Arrow batches, each batch is cast to the column's
 requested numpy dtype (``int32``/``int8`` where the values are small) and dropped, so a 20 M-row
-scan never holds an Arrow table and an int64 copy of it at once.
+scan never holds an Arrow table and an int64 copy of it at once. In a large read, a column that
+is usually narrow (:data:`NARROW32`: correlation ids, bytes) or one value in every row
+(:data:`SPLIT32_UNIFORM`: the device and the process of a one-GPU capture) is stored so from
+the first batch, not narrowed after the read: the 20 M GPU operations' read peaked 0.3 GB
+lower (1.43 against 1.13 GiB).
 
 Speed: :func:`int_columns_many` runs several queries (e.g. one table split into ``rowid`` ranges,
 see :func:`rowid_ranges`) on threads, one ADBC connection each. SQLite decodes rows in C with
