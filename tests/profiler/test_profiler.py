@@ -479,9 +479,13 @@ def test_ctrl_c_leaves_a_usable_folder(fake_env, tmp_path):
     marker = tmp_path / "started"
     child = f"import pathlib, time; pathlib.Path({str(marker)!r}).touch(); time.sleep(60)"
     cmd = [sys.executable, "-m", "specscope", "profile", "--label", "cc", "--out", "runs"]
+    # SIGINT as a terminal gives it, even where this run inherited it ignored (a shell's
+    # background job: Python then never raises KeyboardInterrupt, nor its children)
+    default_sigint = lambda: signal.signal(signal.SIGINT, signal.SIG_DFL)  # noqa: E731
     proc = subprocess.Popen(
         [*cmd, "--", sys.executable, "-c", child],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        preexec_fn=default_sigint,
     )  # fmt: skip
     for _ in range(600):  # wait (at most 60 s) until the profiled command runs
         if marker.exists() or proc.poll() is not None:
