@@ -34,6 +34,8 @@ STAGES = [
     ("specscope.analysis.gaps", "gap_attribution", "gap attribution"),
     ("specscope.analysis.metrics", "_api_metrics", "API call counts"),
     ("specscope.analysis.summary", "summarize", "summary"),
+    ("specscope.analysis.run:Analysis", "shed", "shed (compare: op totals kept)"),
+    ("specscope.analysis.compare", "compare_runs", "compare_runs"),
 ]
 _PAGE = os.sysconf("SC_PAGE_SIZE")
 

@@ -60,7 +60,7 @@ import numpy as np
 import pandas as pd
 
 from specscope.analysis.catalog import Direction, direction, unit
-from specscope.analysis.run import Analysis
+from specscope.analysis.run import Analysis, op_totals
 from specscope.errors import SpecscopeError
 
 
@@ -315,19 +315,20 @@ def kernel_diff(
     after_us_per_step, delta_per_step, delta_us_per_step, change`` (:class:`KernelChange`);
     sorted by ``|delta_us_per_step|``, largest first.
     """
+    return totals_diff(
+        [(op_totals(o), n) for o, n in before], [(op_totals(o), n) for o, n in after]
+    )
 
-    def totals(ops: pd.DataFrame) -> pd.DataFrame:
-        """Count and µs per (name, kind) of one run, indexed by plain strings (names may be
-        categorical: grouped by code, millions of rows in ~0.1 s)."""
-        g = ops.groupby(["name", "kind"], observed=True, sort=False)["dur_us"].agg(["size", "sum"])
-        g.index = pd.MultiIndex.from_arrays(
-            [g.index.get_level_values(i).astype(str) for i in (0, 1)], names=["name", "kind"]
-        )
-        return g.set_axis(["count", "us"], axis=1)
+
+def totals_diff(
+    before: Sequence[tuple[pd.DataFrame, int]], after: Sequence[tuple[pd.DataFrame, int]]
+) -> pd.DataFrame:
+    """:func:`kernel_diff` of runs given as ``(totals, n_steps)``: their operations' count and
+    µs per name and kind (:func:`.run.op_totals`) and how many steps they came from."""
 
     def pooled(side: Sequence[tuple[pd.DataFrame, int]]) -> pd.DataFrame:
         steps = sum(n for _, n in side)
-        g = pd.concat([totals(o) for o, _ in side]).groupby(level=["name", "kind"]).sum()
+        g = pd.concat([t for t, _ in side]).groupby(level=["name", "kind"]).sum()
         return g / max(steps, 1)
 
     b, a = pooled(before), pooled(after)
@@ -463,8 +464,8 @@ def compare_runs(
     require_comparable(checks)
     metrics = compare_frames([r.frame for r in before], [r.frame for r in after], **stats_kw)
     kernels = None
-    if all(r.ops is not None for r in [*before, *after]):
-        kernels = kernel_diff(
-            [(r.ops, r.n_steps) for r in before], [(r.ops, r.n_steps) for r in after]
+    if all(r.op_totals is not None for r in [*before, *after]):
+        kernels = totals_diff(
+            [(r.op_totals, r.n_steps) for r in before], [(r.op_totals, r.n_steps) for r in after]
         )
     return Comparison(labels, list(before), list(after), metrics, checks, kernels)

@@ -234,7 +234,7 @@ def compare_cmd(inputs: tuple[str, ...], before_refs: tuple[str, ...],
     if per_rank:
         _compare_per_rank(groups, names, spec_args, stats_kw, fmt, metric_list, columns)
         return
-    sides = [spec_args.analyses(refs) for refs in groups]
+    sides = [spec_args.analyses(refs, shed=True) for refs in groups]  # (one trace at a time)
     warn_if_chosen_differently([a for side in sides for a in side], spec_args.spec_given)
     comparisons = [
         compare_runs(sides[base], sides[i], labels=(names[base], names[i]), **stats_kw)

@@ -190,17 +190,20 @@ class SpecArgs:
         # a spec's anchor missing from the export is a misspelling: one error naming it
         return AnalyzeOptions(**given, require_anchors=True)
 
-    def analyses(self, refs: Iterable[str]) -> list[Analysis]:
+    def analyses(self, refs: Iterable[str], shed: bool = False) -> list[Analysis]:
         """Each input reference resolved (:func:`specscope.analysis.inputs.resolve`; zero-config
         without a spec given: how each export's steps were chosen is a `note:` line, and the
         caller warns when they differ, :func:`warn_if_chosen_differently`); for an
         export of several processes (or threads) with steps, which one was taken is said (one
-        `warning:` line: pick another with --pid)."""
+        `warning:` line: pick another with --pid). ``shed``: each kept as
+        :meth:`Analysis.shed` leaves it, before the next is read."""
         from specscope.analysis.inputs import resolve
 
         out = []
         for ref in refs:
             a = resolve(ref, self.given_spec, self.options).analysis
+            if shed and not a.detached:
+                a = a.shed()
             for text in a.notes:
                 if "--pid" in text:
                     warn(f"{ref}: {text}")
@@ -221,7 +224,8 @@ def tell_choices(ref: str, a: Analysis) -> None:
 def warn_if_chosen_differently(analyses: list[Analysis], spec_given: bool) -> None:
     """One `warning:` line when zero-config chose different step specs for the inputs of one
     command (their metrics then differ, or mean different things)."""
-    specs = {json.dumps(a.spec, sort_keys=True) for a in analyses if not a.detached}
+    specs = {json.dumps(a.spec, sort_keys=True) for a in analyses
+             if not a.detached or a.is_shed}  # fmt: skip
     if not spec_given and len(specs) > 1:
         warn(
             "the inputs' steps were chosen differently (see the notes above): give the same "

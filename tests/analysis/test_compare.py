@@ -31,7 +31,7 @@ from specscope.analysis.compare import (
 from specscope.analysis.inputs import resolve
 from specscope.analysis.metrics import StepMetrics
 from specscope.analysis.run import Analysis, AnalyzeOptions
-from specscope.analysis.spec import load_preset
+from specscope.analysis.spec import StepSpec, load_preset
 from specscope.analysis.store import append_run
 from specscope.cli.compare import compare_cmd
 from specscope.errors import SpecscopeError
@@ -446,3 +446,52 @@ def test_registered_on_a_group() -> None:
     group.add_command(compare_cmd)
     r = CliRunner().invoke(group, ["compare", "--help"])
     assert r.exit_code == 0 and "Example: specscope compare" in r.stdout
+
+
+def test_shed_analyses_compare_as_the_live_ones() -> None:
+    """``compare`` keeps each export's analysis shed (no trace, no operations, their totals
+    per name and kind): the comparison is the one of the live analyses, kernels included."""
+    from specscope.analysis.run import analyze
+
+    spec = load_preset("eagle")
+    live = [analyze(p, spec, AnalyzeOptions(skip=1)) for p in (BEFORE, AFTER)]
+    shed = [a.shed() for a in live]
+    for a, s in zip(live, shed, strict=True):
+        assert s.trace is None and s.steps is None and s.ops is None
+        assert s.detached and s.is_shed and not a.is_shed and not a.detach().is_shed
+        pd.testing.assert_frame_equal(s.op_totals, a.op_totals)
+        assert s.op_totals["count"].sum() == len(a.ops) > 0
+    want = compare_runs([live[0]], [live[1]])
+    got = compare_runs([shed[0]], [shed[1]])
+    assert got.kernels is not None and len(got.kernels) > 0
+    assert json.dumps(got.to_json(), default=str) == json.dumps(want.to_json(), default=str)
+
+
+def test_chosen_steps_that_differ_are_said_for_shed_analyses_too(capsys) -> None:
+    from specscope.analysis.run import analyze
+    from specscope.cli.options import warn_if_chosen_differently
+
+    a = analyze(AFTER, load_preset("eagle"), AnalyzeOptions()).shed()
+    b = analyze(AFTER, StepSpec("step", ("draft.replay",)), AnalyzeOptions()).shed()
+    warn_if_chosen_differently([a, a], spec_given=False)
+    assert capsys.readouterr().err == ""
+    warn_if_chosen_differently([a, b], spec_given=False)
+    assert "chosen differently" in capsys.readouterr().err
+
+
+def test_op_totals_of_categoricals_are_the_group_by_of_the_two_columns() -> None:
+    """Grouped by the pair's codes: the counts, the (compensated, in-order) sums and the order
+    of first occurrence of pandas' group-by of name and kind; a missing name or kind is no
+    group."""
+    from specscope.analysis.run import op_totals
+
+    rng = np.random.default_rng(7)
+    n = 5000
+    names = rng.choice(["gemm", "copy", "nccl", None], n, p=[0.5, 0.3, 0.15, 0.05])
+    kinds = rng.choice(["kernel", "memcpy", None], n, p=[0.7, 0.28, 0.02])
+    dur = rng.random(n) * 10.0 ** rng.integers(-3, 4, n)  # magnitudes that round differently
+    plain = pd.DataFrame({"name": names, "kind": kinds, "dur_us": dur})
+    cats = plain.astype({"name": "category", "kind": "category"})
+    got, want = op_totals(cats), op_totals(plain)
+    pd.testing.assert_frame_equal(got, want, check_exact=True)
+    assert got["count"].sum() == int((plain["name"].notna() & plain["kind"].notna()).sum())
