@@ -276,17 +276,18 @@ def _pair_totals(name: pd.Categorical, kind: pd.Categorical, dur_us: np.ndarray)
     """:func:`op_totals` of categorical names and kinds and their durations."""
     n_kinds = max(len(kind.categories), 1)
     n_pairs = len(name.categories) * n_kinds
-    wide = np.int32 if n_pairs < np.iinfo(np.int32).max else np.int64
-    pair = name.codes.astype(wide) * n_kinds + kind.codes
+    pair = name.codes.astype(np.int32 if n_pairs < np.iinfo(np.int32).max else np.int64)
+    pair *= n_kinds  # (in place: no temporary of the operations' size)
+    pair += kind.codes
     pair[(name.codes < 0) | (kind.codes < 0)] = -1  # (a missing name or kind: no group)
     # grouped by the pair's codes (no hashing of every operation's key), in order of first
     # occurrence; pandas sums each group in operation order, as it does grouping by the two
     grouper = pd.Categorical.from_codes(pair, categories=pd.RangeIndex(n_pairs))
-    by = pd.Series(dur_us, copy=False).groupby(grouper, observed=True, sort=False)
-    sums = by.sum()
-    pairs = sums.index.codes if isinstance(sums.index, pd.CategoricalIndex) else sums.index
+    del pair
+    g = pd.Series(dur_us, copy=False).groupby(grouper, observed=True, sort=False)
+    g = g.agg(["size", "sum"])
+    pairs = g.index.codes if isinstance(g.index, pd.CategoricalIndex) else g.index
     pairs = np.asarray(pairs, dtype=np.int64)
-    counts = np.bincount(pair[pair >= 0], minlength=n_pairs)
     index = pd.MultiIndex.from_arrays(
         [
             np.asarray(name.categories, dtype=object)[pairs // n_kinds].astype(str),
@@ -294,7 +295,7 @@ def _pair_totals(name: pd.Categorical, kind: pd.Categorical, dur_us: np.ndarray)
         ],
         names=["name", "kind"],
     )
-    return pd.DataFrame({"count": counts[pairs], "us": sums.to_numpy()}, index=index)
+    return pd.DataFrame({"count": g["size"].to_numpy(), "us": g["sum"].to_numpy()}, index=index)
 
 
 def _gpu(trace: Trace, device_id: int | None) -> str | None:
