@@ -49,7 +49,7 @@ import pandas as pd
 from specscope.analysis import opsread, progress
 from specscope.analysis.compressed import XZ_MAGIC, remove_quietly, xz_copy
 from specscope.analysis.launches import exec_ids, group_launches, launches_of_ops
-from specscope.analysis.memory import CHUNK_ROWS, give_back, narrow_ints, one_value_view
+from specscope.analysis.memory import CHUNK_ROWS, dense, give_back, one_value_view
 from specscope.analysis.opsread import (
     KINDS,
     NVTX_COLUMNS,
@@ -58,6 +58,7 @@ from specscope.analysis.opsread import (
     RUNTIME,
     adapt,
     nvtx_sql,
+    nvtx_text,
     read_ops,
     read_runtime,
     runtime_sql,
@@ -238,16 +239,15 @@ class Trace:
         if not self.has("NVTX_EVENTS"):
             return pd.DataFrame(columns=cols), 0
         have = self.columns("NVTX_EVENTS")
-        text = "text" if "text" in have else "NULL"  # exports that keep every name in textId
-        types = NVTX_TYPES
-        cols = opsread.take(self.sqlite_file or self.path, "nvtx")  # read ahead, or now
-        if cols is None:
-            cols = self.int_columns(nvtx_sql(have), NVTX_COLUMNS)
-        start, end, is_open, code, gtid, domain_id, etype, has_text, rowid = cols
+        read = opsread.take(self.sqlite_file or self.path, "nvtx")  # read ahead, or now
+        if read is None:
+            read = self.int_columns(nvtx_sql(have), NVTX_COLUMNS)
+        start, end, is_open, code, gtid, domain_id, etype, has_text, rowid = read
         progress.report("NVTX ranges", 1, 1)
         # Names are codes: StringIds ids, or -2 - i for the i-th distinct explicit ``text``.
+        text = nvtx_text(have)
         rows = self.query(
-            f"SELECT rowid, {text} FROM NVTX_EVENTS WHERE {text} IS NOT NULL AND {types}"
+            f"SELECT rowid, {text} FROM NVTX_EVENTS WHERE {text} IS NOT NULL AND {NVTX_TYPES}"
         )
         texts = {r: as_text(v) for r, v in rows}  # a damaged export's blob as text too
         distinct = sorted(set(texts.values()))
@@ -385,9 +385,8 @@ class Trace:
         named = beside(len(columns[0]), _names, columns[5], columns[6], *labels)
         columns[5] = columns[6] = None
         copy, in_graph, kind = _unpack_op_flags(columns[8])
-        start, end, corr, stream, nbytes = (columns[i] for i in (0, 1, 2, 4, 9))
-        device, pid = one_value_view(columns[3]), one_value_view(columns[7])
-        corr, nbytes = narrow_ints(corr), narrow_ints(nbytes)
+        # (device and pid one value, correlation ids and bytes int32, as the read left them)
+        start, end, corr, device, stream, pid, nbytes = (columns[i] for i in (0, 1, 2, 3, 4, 7, 9))
         del columns
         names = named.result()
         del named
@@ -658,7 +657,7 @@ def _call_rows(a_pid: np.ndarray, a_corr: np.ndarray):
     lo, hi = int(a_corr.min()), int(a_corr.max())
     span = hi - lo + 1
     one_process = int(a_pid.min()) == int(a_pid.max())
-    if one_process and 0 <= lo and hi < 2**_CORR_BITS and span <= 4 * len(a_corr) + (1 << 16):
+    if one_process and 0 <= lo and hi < 2**_CORR_BITS and dense(span, len(a_corr)):
         # the usual case: a table indexed by correlation id (ids are dense), no sort, no search
         table = np.full(span, -1, dtype=np.int64)
         table[a_corr - lo] = np.arange(len(a_corr))

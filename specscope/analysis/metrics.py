@@ -66,10 +66,10 @@ from specscope.analysis.loader import (
     CaptureMode,
     Trace,
 )
-from specscope.analysis.memory import give_back
+from specscope.analysis.memory import dense, give_back
 from specscope.analysis.pairs import pair_columns
 from specscope.analysis.spec import anchor_pairs
-from specscope.analysis.steps import Steps, interval_index
+from specscope.analysis.steps import Steps, interval_index, kept_position
 from specscope.analysis.validate import no_launch_note
 
 _GPU_METRICS = tuple(gpu_metrics())  # NaN without CUDA data (catalog: needs_cuda)
@@ -311,10 +311,7 @@ def _class_counts(steps: Steps, patterns: list[str]) -> dict:
     ``kernels:P`` and ``kernel_us:P`` (ns) per pattern, and ``launches``: the (step position,
     correlation id) of graph ops, consecutive repeats dropped (they count once anyway)."""
     ops, kept = steps.ops, steps.kept
-    # position of each op's step among the kept steps, -1 if none (the lookup's last entry
-    # serves step -1)
-    where = np.full(len(steps.all_steps) + 1, -1, dtype=np.int64)
-    where[kept] = np.arange(len(kept))
+    where = kept_position(steps)  # each op's step -> its position among the kept, -1 if none
     step = ops["step"].to_numpy()
     kind = ops["kind"].array.codes  # codes of loader.KINDS
     copy = ops["copy_kind"].array.codes  # codes of loader.COPY_KINDS, -1: not a memcpy
@@ -345,7 +342,7 @@ def _class_counts(steps: Steps, patterns: list[str]) -> dict:
         key = np.add(pos * n_class, key, dtype=np.int64)[counted]
         if len(key):  # counted over the keys' range only (a chunk's ops: a few steps)
             low, high = int(key.min()), int(key.max())
-            if _dense(high - low + 1, len(key)):
+            if dense(high - low + 1, len(key)):
                 key -= low
                 counts = np.bincount(key)
                 by_class[low : low + len(counts)] += counts
@@ -376,20 +373,13 @@ def _class_counts(steps: Steps, patterns: list[str]) -> dict:
     return sums
 
 
-def _dense(span: int, n: int) -> bool:
-    """Whether ``n`` keys over a range of ``span`` are counted by a ``bincount`` of the range
-    (few steps apart), else by sorting them (``np.unique``): a chunk of the copies of a whole
-    capture spans every step, and a bincount of its range was 43 MB at 113 k steps."""
-    return span <= 4 * n + 4096
-
-
 def _distinct_per_step(pos: np.ndarray, corr: np.ndarray, n: int) -> np.ndarray:
     """Per step position 0..n-1: the number of distinct correlation ids among its rows."""
     if not len(pos):
         return np.zeros(n, dtype=np.int64)
     lo = int(corr.min())
     span = int(corr.max()) - lo + 1
-    if span <= 4 * len(corr) + (1 << 16):
+    if dense(span, len(corr)):
         # the usual case: every id in one step (one API call launched its work), so the steps
         # of the ids, looked up in a table indexed by id, are the answer
         offset = corr - lo

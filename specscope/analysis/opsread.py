@@ -152,13 +152,18 @@ NVTX_TYPES = (
 """The SQL condition on ``eventType`` of the NVTX events read: ranges and domain creations."""
 
 
+def nvtx_text(have: set[str]) -> str:
+    """The SQL of an NVTX event's explicit ``text`` for an ``NVTX_EVENTS`` table with the
+    columns ``have`` (``NULL`` in exports that keep every name in ``textId``)."""
+    return "text" if "text" in have else "NULL"
+
+
 def nvtx_sql(have: set[str]) -> str:
     """The query of the NVTX events read (:attr:`.loader.Trace._nvtx_all`) for an
     ``NVTX_EVENTS`` table with the columns ``have``: start, end (0 when open), open, name code
     (``textId``; -1 without), globalTid, domain id, event type, whether ``text`` is set,
     rowid; ranges and domain creations only, in rowid order."""
-    text_id = "textId" if "textId" in have else "NULL"
-    text = "text" if "text" in have else "NULL"  # exports that keep every name in textId
+    text_id, text = ("textId" if "textId" in have else "NULL"), nvtx_text(have)
     domain_id = "domainId" if "domainId" in have else "0"
     return (
         f"SELECT start, coalesce(end, 0), end IS NULL, coalesce({text_id}, -1),"

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from specscope.analysis.steps import Steps
+from specscope.analysis.steps import Steps, kept_position
 
 
 def pair_columns(steps: Steps, values: np.ndarray, prefix: str) -> dict[str, np.ndarray]:
@@ -55,9 +55,7 @@ def first_per_step(
     kept = steps.kept
     named = step >= 0
     code, labels = pd.factorize(label[named])  # in order of first occurrence
-    where = np.full(len(steps.all_steps) + 1, -1, dtype=np.int64)  # step -> position in kept
-    where[kept] = np.arange(len(kept))
-    pos = where[step[named]]
+    pos = kept_position(steps)[step[named]]
     value = np.asarray(values, dtype=np.float64)[named]
     use = (pos >= 0) & ~np.isnan(value)
     keys, first = np.unique(code[use] * len(kept) + pos[use], return_index=True)

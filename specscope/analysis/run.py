@@ -37,7 +37,7 @@ from specscope.analysis.loader import Trace, load
 from specscope.analysis.memory import CHUNK_ROWS
 from specscope.analysis.metrics import StepMetrics, per_step_metrics
 from specscope.analysis.spec import StepSpec
-from specscope.analysis.steps import Steps, find_steps
+from specscope.analysis.steps import Steps, find_steps, kept_position
 from specscope.analysis.summary import summarize
 from specscope.analysis.validate import validated
 
@@ -134,38 +134,18 @@ class Analysis:
         the trace keeps them, categorical); None detached."""
         if self.steps is None:
             return None
-        ops = self.steps.ops
-        step = ops["step"].to_numpy()
-        keep = _in_kept_steps(self.steps, step)
+        keep, name, kind, dur = _reported_ops(self.steps)
+        step = self.steps.ops["step"].to_numpy()[keep]
         # name and kind stay categorical: millions of Python strings cost ~1 s per 2 M ops
-        return pd.DataFrame(
-            {
-                "step": step[keep],
-                "name": ops["name"].array[keep],
-                "kind": ops["kind"].array[keep],
-                "dur_us": (ops["end_ns"].to_numpy()[keep] - ops["start_ns"].to_numpy()[keep]) / 1e3,
-            }
-        )
+        return pd.DataFrame({"step": step, "name": name, "kind": kind, "dur_us": dur})
 
     @cached_property
     def op_totals(self) -> pd.DataFrame | None:
         """:func:`op_totals` of :attr:`ops`; None detached (shed: the totals it kept)."""
         if self.steps is None:
             return self.step_totals
-        if "ops" in self.__dict__:
-            return op_totals(self.ops)
-        # the same columns of the same rows, without the steps (4 bytes an op less meanwhile)
-        ops = self.steps.ops
-        keep = _in_kept_steps(self.steps, ops["step"].to_numpy())
-        start, end = ops["start_ns"].to_numpy(), ops["end_ns"].to_numpy()
-        dur = np.empty(int(keep.sum()))  # the durations of :attr:`ops`, a chunk at a time
-        done = 0
-        for lo in range(0, len(keep), CHUNK_ROWS):
-            rows = slice(lo, lo + CHUNK_ROWS)
-            part = (end[rows][keep[rows]] - start[rows][keep[rows]]) / 1e3
-            dur[done : done + len(part)] = part
-            done += len(part)
-        return _pair_totals(ops["name"].array[keep], ops["kind"].array[keep], dur)
+        _, name, kind, dur = _reported_ops(self.steps)  # (no frame of them, no steps)
+        return _pair_totals(name, kind, dur)
 
     def detach(self) -> Analysis:
         """The same analysis without the trace (and its SQLite connection) and operations."""
@@ -245,12 +225,23 @@ class Analysis:
         yield "}"
 
 
-def _in_kept_steps(steps: Steps, step: np.ndarray) -> np.ndarray:
-    """Whether each operation's step (-1: none) is a reported one: a lookup per operation
-    (``np.isin`` sorted the 20 M steps of a large export with the kept ones: 2 s, 1 GiB)."""
-    kept = np.zeros(len(steps.all_steps) + 1, dtype=bool)  # (the last entry serves step -1)
-    kept[steps.kept] = True
-    return kept[step]
+def _reported_ops(steps: Steps) -> tuple[np.ndarray, pd.Categorical, pd.Categorical, np.ndarray]:
+    """Which of ``steps.ops`` are the operations of the reported steps (a mask), and their
+    name, kind and duration (µs), in trace order. Picked by a lookup per operation
+    (:func:`.steps.kept_position`; ``np.isin`` sorted the 20 M steps of a large export with the
+    kept ones: 2 s, 1 GiB), the durations a chunk at a time (no int64 temporaries of every
+    operation)."""
+    ops = steps.ops
+    keep = kept_position(steps)[ops["step"].to_numpy()] >= 0
+    start, end = ops["start_ns"].to_numpy(), ops["end_ns"].to_numpy()
+    dur = np.empty(int(keep.sum()))
+    done = 0
+    for lo in range(0, len(keep), CHUNK_ROWS):
+        rows = slice(lo, lo + CHUNK_ROWS)
+        part = (end[rows][keep[rows]] - start[rows][keep[rows]]) / 1e3
+        dur[done : done + len(part)] = part
+        done += len(part)
+    return keep, ops["name"].array[keep], ops["kind"].array[keep], dur
 
 
 def op_totals(ops: pd.DataFrame) -> pd.DataFrame:

@@ -41,7 +41,7 @@ from urllib.parse import quote
 
 import numpy as np
 
-from specscope.analysis.memory import ONE_VALUE_MIN_ROWS
+from specscope.analysis import memory
 
 _BATCH_ROWS = "65536"
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -237,16 +237,14 @@ int64 array of the whole column)."""
 SPLIT32_UNIFORM = "split32-uniform"
 """Like :data:`SPLIT32`, for a column whose high half is usually one value in every row (the
 device of every GPU operation of a one-GPU capture, its process): in a large read
-(:data:`NARROW_MIN_ROWS`), that half is kept as one value for as long as every row has it
-(:class:`_Uniform`) and comes back as a read-only view of it repeated (stride 0, as
-:func:`.memory.one_value_view` gives), not as 4 bytes a row."""
+(:data:`.memory.ONE_VALUE_MIN_ROWS` rows or more), that half is kept as one value for as
+long as every row has it (:class:`_Uniform`) and comes back as a read-only view of it
+repeated (stride 0, as :func:`.memory.one_value_view` gives), not as 4 bytes a row."""
 NARROW32 = "narrow32"
-"""A dtype for :func:`int_columns_many`: int32 in a large read (:data:`NARROW_MIN_ROWS`) where
-every value fits (correlation ids, bytes of a copy under 2 GiB), else int64, as
-:func:`.memory.narrow_ints` would make it, but without an int64 array of the whole column."""
-NARROW_MIN_ROWS = ONE_VALUE_MIN_ROWS
-"""Reads of fewer rows (bound) keep :data:`NARROW32` columns int64 and :data:`SPLIT32_UNIFORM`
-halves as arrays: the same columns as :mod:`.memory`'s rules give after the read."""
+"""A dtype for :func:`int_columns_many`: int32 in a large read (as :data:`SPLIT32_UNIFORM`)
+where every value fits (correlation ids, bytes of a copy under 2 GiB), else int64:
+:func:`.memory.narrow_ints`' rule, without an int64 array of the whole column. A smaller
+read gives both as :mod:`.memory`'s rules leave them (int64, arrays)."""
 _MARKERS = (SPLIT32, SPLIT32_UNIFORM, NARROW32)
 
 
@@ -461,7 +459,7 @@ def _read_many(con, connect, queries, ncols: int, dts: list, wide: set, threads:
     finished = itertools.count(1)  # next() is atomic in CPython: safe across the threads
     offsets = np.r_[0, np.cumsum([b for _, b in queries], dtype=np.int64)]
     total = int(offsets[-1])
-    large = total >= NARROW_MIN_ROWS
+    large = total >= memory.ONE_VALUE_MIN_ROWS
 
     def allocate(i: int, d):
         if d == NARROW32:
@@ -520,7 +518,7 @@ def _read_many(con, connect, queries, ncols: int, dts: list, wide: set, threads:
         )
     flat = [a.result(keep) if isinstance(a, _Uniform) else a if keep is None else a[keep]
             for a in flat]  # fmt: skip
-    if large and sum(counts) < NARROW_MIN_ROWS:  # holes left a small read: as a small one's
+    if large and sum(counts) < memory.ONE_VALUE_MIN_ROWS:  # holes left a small read
         flat = [
             a.astype(np.int64) if d == NARROW32 else np.ascontiguousarray(a)  # (views: arrays)
             for a, d in zip(flat, _flat_dtypes(dts), strict=True)

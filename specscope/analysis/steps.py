@@ -64,6 +64,19 @@ class Steps:
     notes: list[str] = field(default_factory=list)
 
 
+def kept_position(steps: Steps) -> np.ndarray:
+    """Each step number's position among ``steps.kept``, -1 for a step not reported, with one
+    entry more at the end, which step -1 (no step) indexes: ``kept_position(steps)[op_step]``;
+    worked out once per :class:`Steps` (the counts, the pair columns and the reported
+    operations all look steps up in it)."""
+    cache = steps.__dict__
+    if "_kept_position" not in cache:
+        where = np.full(len(steps.all_steps) + 1, -1, dtype=np.int64)
+        where[steps.kept] = np.arange(len(steps.kept))
+        cache["_kept_position"] = where
+    return cache["_kept_position"]
+
+
 def _closest_names(nvtx: pd.DataFrame, name: str) -> str:
     counts = nvtx["name"].value_counts()
     names = [str(n) for n in counts[counts > 0].index]

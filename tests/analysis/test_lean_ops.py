@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 from testdata import AFTER, DATA, GRAPH
 
-from specscope.analysis import loader, memory, sqlread
+from specscope.analysis import loader, memory
 from specscope.analysis.auto import analyze_processes
 from specscope.analysis.coverage import union_coverage
 from specscope.analysis.loader import _unique_inverse, load
@@ -28,7 +28,6 @@ EXPORTS = [AFTER, GRAPH, DATA / "cpu_eagle_2023.sqlite"]
 
 def _outputs(path, monkeypatch, min_rows: int) -> list[str]:
     monkeypatch.setattr(memory, "ONE_VALUE_MIN_ROWS", min_rows)
-    monkeypatch.setattr(sqlread, "NARROW_MIN_ROWS", min_rows)  # narrowed while read, too
     out = []
     for spec in (None, load_preset("eagle")):
         trace = load(path)
@@ -47,13 +46,10 @@ def test_one_value_columns_give_the_same_analyses(path, monkeypatch) -> None:
     assert lean == plain
 
 
-@pytest.mark.parametrize("while_read", [True, False])
-def test_one_value_columns_are_views(while_read: bool, monkeypatch) -> None:
-    monkeypatch.setattr(memory, "ONE_VALUE_MIN_ROWS", 0)
-    monkeypatch.setattr(sqlread, "NARROW_MIN_ROWS", 0 if while_read else loader.CHUNK_ROWS)
+def test_one_value_columns_are_views(monkeypatch) -> None:
+    monkeypatch.setattr(memory, "ONE_VALUE_MIN_ROWS", 0)  # (the read narrows them, as it goes)
     lean = load(AFTER).ops
     monkeypatch.setattr(memory, "ONE_VALUE_MIN_ROWS", loader.CHUNK_ROWS)
-    monkeypatch.setattr(sqlread, "NARROW_MIN_ROWS", loader.CHUNK_ROWS)
     plain = load(AFTER).ops
     pd.testing.assert_frame_equal(lean, plain, check_dtype=False)
     for col in ("device_id", "pid"):
@@ -265,6 +261,6 @@ def test_class_counts_by_sorting_are_the_bincounts(path, monkeypatch) -> None:
         return [p.analysis.json_text() for p in export.processes]
 
     dense = outputs()
-    monkeypatch.setattr(metrics, "_dense", lambda span, n: False)
+    monkeypatch.setattr(metrics, "dense", lambda span, n: False)
     monkeypatch.setattr(metrics, "CHUNK_ROWS", 64)  # many chunks, kernel patterns per chunk
     assert outputs() == dense

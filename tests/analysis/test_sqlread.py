@@ -82,11 +82,11 @@ def test_split32_columns_come_back_as_halves(
 def test_narrow32_columns_are_int32_in_a_large_read_where_every_value_fits(
     reader: str, large: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from specscope.analysis import sqlread
+    from specscope.analysis import memory, sqlread
 
     rows = [(1, 7), (2, -(2**31)), (3, 2**31 - 1), (4, 2**31)]  # the last fits int64 only
     con, path = _two_column_table(reader, tmp_path, monkeypatch, ("a", "b"), rows)
-    monkeypatch.setattr(sqlread, "NARROW_MIN_ROWS", 0 if large else 1 << 20)
+    monkeypatch.setattr(memory, "ONE_VALUE_MIN_ROWS", 0 if large else 1 << 20)
     connect = lambda: sqlread.columnar_connection(path)  # noqa: E731
     ranges = sqlread.rowid_ranges(con, "t", 2)
     narrow = sqlread.NARROW32
@@ -115,11 +115,11 @@ def test_narrow32_columns_are_int32_in_a_large_read_where_every_value_fits(
 def test_split32_uniform_high_halves_stay_one_value_while_every_row_has_it(
     reader: str, highs: list[int], uniform: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from specscope.analysis import sqlread
+    from specscope.analysis import memory, sqlread
 
     rows = [(h, lo) for h, lo in zip(highs, [10, -3, 2**31 - 1, 0], strict=True)]
     con, path = _two_column_table(reader, tmp_path, monkeypatch, ("hi", "lo"), rows)
-    monkeypatch.setattr(sqlread, "NARROW_MIN_ROWS", 0)
+    monkeypatch.setattr(memory, "ONE_VALUE_MIN_ROWS", 0)
     packed = "(hi << 32) | (lo & 4294967295)"
     queries = [
         (f"SELECT {packed} FROM t WHERE rowid <= 2", 2),
