@@ -34,8 +34,9 @@ from pathlib import Path
 
 import numpy as np
 
-from specscope.analysis import progress
+from specscope.analysis import opsscan, progress
 from specscope.analysis.memory import narrow_ints, one_value_view
+from specscope.analysis.pagescan import Unsupported
 from specscope.analysis.sqlread import (
     NARROW32,
     SPLIT32,
@@ -173,10 +174,16 @@ def nvtx_sql(have: set[str]) -> str:
 
 
 def op_queries(
-    con: sqlite3.Connection, tables: frozenset[str], threads: int, execs: bool = False
-) -> list[tuple[str, int]]:
-    """The ops queries (module doc): (SQL, bound on its rows) per rowid range of each table;
-    with ``execs``, misc carries the graph ops' exec ids (otherwise 0: they cost SQLite 40 ns
+    con: sqlite3.Connection,
+    tables: frozenset[str],
+    threads: int,
+    execs: bool = False,
+    path: Path | None = None,
+) -> list[tuple]:
+    """The ops queries (module doc): (SQL, bound on its rows) per rowid range of each table,
+    or with ``path`` (the export's file) page scans of the same rows where the table's pages
+    are decoded (:mod:`.opsscan`: an :class:`.opsscan.ScanQuery` in place of the SQL); with
+    ``execs``, misc carries the graph ops' exec ids (otherwise 0: they cost SQLite 40 ns
     per op, 4 % of the read, and only graph launches need them).
 
     The KERNEL table is split into 4 ranges per thread, so that the threads stay busy to the
@@ -203,6 +210,12 @@ def op_queries(
             have,
         )
         split = 4 * threads if kind == KINDS.index("kernel") and threads > 1 else 1
+        if path is not None and opsscan.wanted():
+            try:
+                parts += opsscan.scan_parts(con, path, table, kind, select, split, execs)
+                continue
+            except Unsupported:
+                pass  # (by SQL, below)
         parts += [(select + where, bound) for where, bound in rowid_ranges(con, table, split)]
     return parts
 
@@ -217,7 +230,7 @@ def read_ops(
     return int_columns_many(
         con,
         lambda: columnar_connection(path),
-        op_queries(con, tables, threads, execs),
+        op_queries(con, tables, threads, execs, path),
         len(OP_COLUMNS),
         _OP_DTYPES,
         threads=threads,

@@ -367,17 +367,35 @@ def _adbc_batches(columnar, sql: str, ncols: int, dtypes: list[np.dtype], into=N
         if into is None:  # copies: no Arrow buffer outlives its batch
             parts.append([np.array(c, dtype=dtypes[i]) for i, c in enumerate(cols)])
         else:
-            m = batch.num_rows
-            if n + m > _rows(into[0]):
-                raise ValueError("more rows than the rowid range allows")
-            for i, c in enumerate(cols):
-                _check_fits(into[i], c, i)
-                _put(into[i], n, m, c)
-            for i in range(width, ncols):  # columns the query does not return
-                _put(into[i], n, m, 0)
-            n += m
+            n = _put_batch(into, n, batch.num_rows, cols, ncols, ValueError)
         del batch, cols
     return parts if into is None else n
+
+
+def _put_batch(into: list, n: int, m: int, cols: list, ncols: int, overflow) -> int:
+    """Write the ``m`` rows of ``cols`` (the first columns of a batch) to rows n..n+m of the
+    arrays ``into``, the columns a query does not return as 0; the rows written so far.
+    ``overflow``: the exception class for more rows than ``into`` holds."""
+    if n + m > _rows(into[0]):
+        raise overflow("more rows than the rowid range allows")
+    for i, c in enumerate(cols):
+        _check_fits(into[i], c, i)
+        _put(into[i], n, m, c)
+    for i in range(len(cols), ncols):  # columns the query does not return
+        _put(into[i], n, m, 0)
+    return n + m
+
+
+def _scan_batches(query, ncols: int, into) -> int:
+    """Like :func:`_adbc_batches` into ``into`` for a page scan (:class:`.opsread.ScanQuery`:
+    ``batches()`` gives lists of int64 columns); a part with more rows than its bound is not
+    decoded (:class:`.pagescan.Unsupported`: its SQL is read instead)."""
+    from specscope.analysis.pagescan import Unsupported
+
+    n = 0
+    for cols in query.batches():
+        n = _put_batch(into, n, len(cols[0]), cols[:ncols], ncols, Unsupported)
+    return n
 
 
 def _sqlite3_batches(
@@ -444,6 +462,8 @@ def int_columns_many(
     :data:`NARROW32` column with a value int32 cannot hold is read again as int64 (the whole
     read once more: such columns are chosen where that does not happen).
     """
+    from specscope.analysis.pagescan import Unsupported
+
     dts, wide = _dtypes(ncols, dtypes), set()
     while True:
         try:
@@ -452,6 +472,8 @@ def int_columns_many(
             if dts[e.column] != NARROW32 or e.column in wide:
                 raise ValueError(f"column {e.column} does not fit its dtype") from None
             wide.add(e.column)
+        except Unsupported:  # a page scan met what it does not decode: every part by SQL
+            queries = [(q if isinstance(q, str) else q.sql, b) for q, b in queries]
 
 
 def _read_many(con, connect, queries, ncols: int, dts: list, wide: set, threads: int, on_done):
@@ -472,12 +494,15 @@ def _read_many(con, connect, queries, ncols: int, dts: list, wide: set, threads:
         return np.empty(total, d)
 
     out = [allocate(i, d) for i, d in enumerate(dts)]
-    first = connect() if queries else None
+    sql = any(isinstance(q, str) for q, _ in queries)  # (page scans need no connection)
+    first = connect() if sql else None
 
     def run(i: int, columnar) -> int:
         rows = slice(offsets[i], offsets[i + 1])
         into = [tuple(a[rows] for a in t) if isinstance(t, tuple) else t[rows] for t in out]
         try:
+            if not isinstance(queries[i][0], str):
+                return _scan_batches(queries[i][0], ncols, into)
             if columnar is None:
                 return _sqlite3_batches(con, queries[i][0], ncols, dts, 1 << 16, into)
             return _adbc_batches(columnar, queries[i][0], ncols, dts, into)
@@ -485,7 +510,7 @@ def _read_many(con, connect, queries, ncols: int, dts: list, wide: set, threads:
             if on_done is not None:
                 on_done(next(finished), len(queries))
 
-    if first is None or threads <= 1 or len(queries) <= 1:
+    if (sql and first is None) or threads <= 1 or len(queries) <= 1:
         counts = []
         try:
             for i in range(len(queries)):
@@ -494,7 +519,8 @@ def _read_many(con, connect, queries, ncols: int, dts: list, wide: set, threads:
             if first is not None:
                 first.close()
     else:
-        conns = [first] + [connect() for _ in range(min(threads, len(queries)) - 1)]
+        more = min(threads, len(queries)) - 1
+        conns = [first] + [connect() if sql else None for _ in range(more)]
         free = list(conns)
 
         def task(i: int) -> int:
@@ -509,7 +535,8 @@ def _read_many(con, connect, queries, ncols: int, dts: list, wide: set, threads:
                 counts = list(pool.map(task, range(len(queries))))
         finally:
             for c in conns:
-                c.close()
+                if c is not None:
+                    c.close()
     flat = [a for t in out for a in (t if isinstance(t, tuple) else (t,))]
     keep = None
     if sum(counts) != total:  # rowids with holes (the usual case has none)

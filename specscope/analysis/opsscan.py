@@ -1,0 +1,148 @@
+"""The ops query of :mod:`.opsread`, computed from the tables' pages (:mod:`.pagescan`).
+
+:func:`scan_parts` gives, for one GPU-operation table, the parts :func:`.sqlread.int_columns_many`
+reads: each a run of the table's leaf pages whose cells are decoded in numpy and turned into
+the columns of :data:`.opsread.OP_COLUMNS` by :func:`op_values`, the same expressions as the
+SQL of :func:`.opsread.op_queries` (``coalesce`` as the default where NULL, the shifts and masks
+of int64 two's complement, which numpy's and SQLite's agree on). Each part carries that SQL for
+its rowid range: where a page holds what the scan does not decode, the whole read is made by
+SQL instead (``tests/analysis/test_pagescan.py`` checks both give the same arrays).
+
+The page scan is the default; ``SPECSCOPE_SQLITE_READER=adbc`` or ``sqlite3`` reads by SQL.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from specscope.analysis import opsread
+from specscope.analysis.pagescan import Column, TableScan, Unsupported
+from specscope.analysis.sqlread import NULL_INT
+
+_LOW32 = 0xFFFFFFFF
+_NEEDS = {  # the columns each kind's ops query reads, besides start, end and the ids
+    "kernel": ("shortName", "demangledName", "graphNodeId"),
+    "memcpy": ("copyKind", "bytes", "graphNodeId"),
+    "memset": ("bytes", "graphNodeId"),
+    "graph": ("graphId",),
+}
+_IDS = ("correlationId", "deviceId", "streamId", "globalPid")
+
+
+def wanted() -> bool:
+    """Whether the GPU operations are read by page scans (not when ``SPECSCOPE_SQLITE_READER``
+    names a SQL reader)."""
+    return os.environ.get("SPECSCOPE_SQLITE_READER", "pages") == "pages"
+
+
+@dataclass(frozen=True)
+class ScanQuery:
+    """One part of a table read by page scan: its leaves, how the query's columns are made of
+    theirs, and the SQL of the same rows."""
+
+    scan: TableScan
+    leaves: slice
+    values: Callable[[dict[str, Column]], list[np.ndarray]]
+    sql: str
+
+    def batches(self) -> Iterator[list[np.ndarray]]:
+        names = self.scan.names
+        for cols in self.scan.batches(self.leaves):
+            yield self.values(dict(zip(names, cols, strict=True)))
+
+
+def scan_parts(
+    con: sqlite3.Connection, path: Path, table: str, kind: int, select: str, parts: int,
+    execs: bool,
+) -> list[tuple[ScanQuery, int]]:  # fmt: skip
+    """``parts`` page-scan parts of ``table`` (ops of ``KINDS[kind]``) with the bound of their
+    rows; ``select``: the table's ops query (no ``WHERE``), the parts' SQL. Raises
+    :class:`.pagescan.Unsupported` where the table is not decoded (then read by SQL)."""
+    info = con.execute(f"PRAGMA table_xinfo({table})").fetchall()
+    if any(r[6] for r in info):  # hidden or generated columns are not in every record
+        raise Unsupported("generated columns")
+    position = {r[1]: r[0] for r in info}
+    rowid_alias = {r[1] for r in info if r[5] and str(r[2]).upper() == "INTEGER"}
+    names = [c for c in ("start", "end", *_IDS, *_NEEDS[opsread.KINDS[kind]]) if c in position]
+    if not {"start", "end"} <= set(names) or rowid_alias & set(names):
+        raise Unsupported("a column the scan does not read")
+    root = con.execute("SELECT rootpage FROM sqlite_master WHERE type = 'table' AND name = ?",
+                       (table,)).fetchone()  # fmt: skip
+    lo = con.execute(f"SELECT min(rowid) FROM {table}").fetchone()[0]
+    hi = con.execute(f"SELECT max(rowid) FROM {table}").fetchone()[0]
+    if not root or not root[0]:
+        raise Unsupported("no B-tree")
+    if lo is None:
+        return []
+    scan = TableScan(path, int(root[0]), [position[c] for c in names], int(hi), names)
+    values = op_values(kind, set(names), execs)
+    return [
+        (ScanQuery(scan, leaves, values, f"{select} WHERE rowid > {below} AND rowid <= {top}"),
+         top - below)
+        for leaves, below, top in scan.parts(parts, int(lo))
+    ]  # fmt: skip
+
+
+def op_values(kind: int, have: set[str], execs: bool):
+    """The function making the ops query's columns (start, end, corr, device:stream, names,
+    misc, [bytes]) of ``KINDS[kind]`` from a scan's columns ``have`` (the others NULL), as
+    :func:`.opsread.op_queries`' SQL does."""
+    name = opsread.KINDS[kind]
+
+    def values(cols: dict[str, Column]) -> list[np.ndarray]:
+        n = len(cols["start"].values)
+
+        def coalesce(*names_then_default):
+            *names, default = names_then_default
+            out = np.full(n, default, dtype=np.int64)
+            for c in reversed(names):  # the first non-NULL wins
+                if c in cols:
+                    col = cols[c]
+                    out = col.values if col.null is None else np.where(col.null, out, col.values)
+            return out
+
+        def packed(high, low):
+            return (high << 32) | (low & _LOW32)
+
+        out = [coalesce("start", NULL_INT), coalesce("end", NULL_INT)]
+        out.append(coalesce("correlationId", 0))
+        out.append(packed(coalesce("deviceId", 0), coalesce("streamId", 0)))
+        if name == "kernel":
+            out.append(
+                packed(
+                    coalesce("shortName", "demangledName", -3),
+                    coalesce("demangledName", "shortName", -3),
+                )
+            )
+        else:
+            code = {
+                "memcpy": lambda: -10 - coalesce("copyKind", 0),
+                "memset": lambda: np.full(n, -2, dtype=np.int64),
+                "graph": lambda: -1000 - coalesce("graphId", 0),
+            }[name]()
+            out.append(packed(code, code))
+        misc = ((coalesce("globalPid", 0) >> 24) & opsread.PID_MASK) << 32 | (kind << 12)
+        if name == "graph":
+            misc |= 1 << 8
+        elif "graphNodeId" in cols:
+            node = cols["graphNodeId"]
+            in_graph = ~node.null if node.null is not None else np.ones(n, dtype=bool)
+            misc |= in_graph.astype(np.int64) << 8
+            if execs:
+                high = node.values >> 32
+                fits = in_graph & (high >= 0) & (high <= opsread.EXEC_SATURATED - 1)
+                misc |= np.where(fits, high, opsread.EXEC_SATURATED) << 16
+        if name == "memcpy":
+            misc |= coalesce("copyKind", 0) & 255
+        out.append(misc)
+        if name in ("memcpy", "memset"):
+            out.append(coalesce("bytes", 0))
+        return out
+
+    return values
