@@ -354,7 +354,8 @@ class Trace:
         if (ahead := opsread.take(self.sqlite_file or self.path, "runtime")) is not None:
             return ahead
         sql = runtime_sql(self.columns(RUNTIME))
-        return self._read(lambda: read_runtime(self.con, self._columnar, sql))
+        file = self.sqlite_file or self.path
+        return self._read(lambda: read_runtime(self.con, self._columnar, sql, file))
 
     @cached_property
     def _columnar(self):

@@ -130,10 +130,21 @@ def runtime_sql(have: set[str]) -> str:
     return adapt(_RUNTIME_SQL, have)
 
 
-def read_runtime(con: sqlite3.Connection, columnar, sql: str) -> list[np.ndarray]:
+def read_runtime(
+    con: sqlite3.Connection, columnar, sql: str, path: Path | None = None
+) -> list[np.ndarray]:
     """start, end, globalTid, correlationId, nameId of every CUDA API call (one scan; int64,
-    narrower on large exports: :mod:`.memory`), read by ``sql`` (:func:`runtime_sql`)."""
-    cols = int_columns(con, columnar, sql, 5)
+    narrower on large exports: :mod:`.memory`), read by ``sql`` (:func:`runtime_sql`), or
+    with ``path`` (the export's file) by a page scan where its pages are decoded
+    (:func:`.opsscan.runtime_parts`)."""
+    cols = None
+    if path is not None and opsscan.wanted():
+        try:
+            cols = opsscan.read_parts(opsscan.runtime_parts(path, sql), 5)
+        except Unsupported:
+            pass  # (by SQL, below)
+    if cols is None:
+        cols = int_columns(con, columnar, sql, 5)
     cols[2] = one_value_view(cols[2])  # one launching thread: one element
     cols[3], cols[4] = narrow_ints(cols[3]), narrow_ints(cols[4])  # correlation id, name id
     progress.report("CUDA API calls", 1, 1)
@@ -212,7 +223,7 @@ def op_queries(
         split = 4 * threads if kind == KINDS.index("kernel") and threads > 1 else 1
         if path is not None and opsscan.wanted():
             try:
-                parts += opsscan.scan_parts(con, path, table, kind, select, split, execs)
+                parts += opsscan.scan_parts(path, table, kind, select, split, execs)
                 continue
             except Unsupported:
                 pass  # (by SQL, below)
@@ -270,8 +281,10 @@ def prefetch(path: str | Path, execs: bool = False) -> None:
     tables = small.submit(_tables, path)  # (the sqlite3 connection stays in its thread)
     futures = {
         "ops": ops.submit(_read_ops_ahead, path, tables, execs),
-        "runtime": small.submit(_read_small, tables, RUNTIME, read_runtime, columnar, runtime_sql),
-        "nvtx": small.submit(_read_small, tables, NVTX, _read_nvtx, columnar, nvtx_sql),
+        "runtime": small.submit(
+            _read_small, path, tables, RUNTIME, read_runtime, columnar, runtime_sql
+        ),
+        "nvtx": small.submit(_read_small, path, tables, NVTX, _read_nvtx, columnar, nvtx_sql),
     }
     _pending[path.resolve()] = futures
     small.submit(columnar.close)  # after both reads
@@ -313,15 +326,17 @@ def _tables(path: Path) -> dict[str, set[str]]:
         con.close()
 
 
-def _read_small(tables: Future, table: str, read, columnar, sql_of):
-    """``read(None, columnar, sql_of(columns of table))`` (None without the table): one of the
-    loader's own reads (:func:`read_runtime`, the NVTX events), through ADBC."""
+def _read_small(path: Path, tables: Future, table: str, read, columnar, sql_of):
+    """``read(None, columnar, sql_of(columns of table), path)`` (None without the table): one
+    of the loader's own reads (:func:`read_runtime`, the NVTX events), through ADBC or a
+    page scan."""
     have = tables.result().get(table)
-    return None if have is None else read(None, columnar, sql_of(have))
+    return None if have is None else read(None, columnar, sql_of(have), path)
 
 
-def _read_nvtx(con, columnar, sql: str) -> list[np.ndarray]:
-    """The columns of :func:`nvtx_sql`'s query ``sql``."""
+def _read_nvtx(con, columnar, sql: str, path: Path | None = None) -> list[np.ndarray]:
+    """The columns of :func:`nvtx_sql`'s query ``sql`` (``path``: unused, as
+    :func:`read_runtime`'s)."""
     return int_columns(con, columnar, sql, NVTX_COLUMNS)
 
 

@@ -23,7 +23,7 @@ import numpy as np
 
 from specscope.analysis import opsread
 from specscope.analysis.pagescan import Column, TableScan, Unsupported
-from specscope.analysis.sqlread import NULL_INT
+from specscope.analysis.sqlread import NULL_INT, readonly_uri
 
 _LOW32 = 0xFFFFFFFF
 _NEEDS = {  # the columns each kind's ops query reads, besides start, end and the ids
@@ -58,18 +58,56 @@ class ScanQuery:
 
 
 def scan_parts(
-    con: sqlite3.Connection, path: Path, table: str, kind: int, select: str, parts: int,
-    execs: bool,
-) -> list[tuple[ScanQuery, int]]:  # fmt: skip
+    path: Path, table: str, kind: int, select: str, parts: int, execs: bool
+) -> list[tuple[ScanQuery, int]]:
     """``parts`` page-scan parts of ``table`` (ops of ``KINDS[kind]``) with the bound of their
     rows; ``select``: the table's ops query (no ``WHERE``), the parts' SQL. Raises
     :class:`.pagescan.Unsupported` where the table is not decoded (then read by SQL)."""
+    wanted_names = ("start", "end", *_IDS, *_NEEDS[opsread.KINDS[kind]])
+    return table_parts(path, table, wanted_names, lambda have: op_values(kind, have, execs),
+                       select, parts)  # fmt: skip
+
+
+def runtime_parts(path: Path, select: str) -> list[tuple[ScanQuery, int]]:
+    """The CUPTI_ACTIVITY_KIND_RUNTIME table's read (:func:`.opsread.runtime_sql`: start, end,
+    globalTid or 0, correlationId or 0, nameId or -1) as one page-scan part."""
+    names = ("start", "end", "globalTid", "correlationId", "nameId")
+
+    def values(cols: dict[str, Column]) -> list[np.ndarray]:
+        n = len(cols["start"].values)
+        defaults = (NULL_INT, NULL_INT, 0, 0, -1)
+        return [_coalesce(cols, n, c, d) for c, d in zip(names, defaults, strict=True)]
+
+    return table_parts(path, opsread.RUNTIME, names, lambda have: values, select, 1)
+
+
+def read_parts(parts: list[tuple[ScanQuery, int]], ncols: int) -> list[np.ndarray] | None:
+    """The ``ncols`` int64 columns of ``parts`` read in turn and joined (None without parts)."""
+    pieces = [batch for query, _ in parts for batch in query.batches()]
+    if not pieces:
+        return None
+    return [np.concatenate([p[i] for p in pieces]) for i in range(ncols)]
+
+
+def table_parts(path, table, wanted_names, values_for, select, parts):
+    """``parts`` page-scan parts of ``table`` reading the columns ``wanted_names`` it has,
+    their values made by ``values_for(names it has)``; each with its bound and its SQL
+    (``select`` with the part's rowid range). The schema is read on a connection of its own
+    (this may run on any thread)."""
+    con = sqlite3.connect(readonly_uri(path), uri=True)
+    try:
+        return _table_parts(con, path, table, wanted_names, values_for, select, parts)
+    finally:
+        con.close()
+
+
+def _table_parts(con, path, table, wanted_names, values_for, select, parts):
     info = con.execute(f"PRAGMA table_xinfo({table})").fetchall()
     if any(r[6] for r in info):  # hidden or generated columns are not in every record
         raise Unsupported("generated columns")
     position = {r[1]: r[0] for r in info}
     rowid_alias = {r[1] for r in info if r[5] and str(r[2]).upper() == "INTEGER"}
-    names = [c for c in ("start", "end", *_IDS, *_NEEDS[opsread.KINDS[kind]]) if c in position]
+    names = [c for c in wanted_names if c in position]
     if not {"start", "end"} <= set(names) or rowid_alias & set(names):
         raise Unsupported("a column the scan does not read")
     root = con.execute("SELECT rootpage FROM sqlite_master WHERE type = 'table' AND name = ?",
@@ -81,12 +119,23 @@ def scan_parts(
     if lo is None:
         return []
     scan = TableScan(path, int(root[0]), [position[c] for c in names], int(hi), names)
-    values = op_values(kind, set(names), execs)
+    values = values_for(set(names))
     return [
         (ScanQuery(scan, leaves, values, f"{select} WHERE rowid > {below} AND rowid <= {top}"),
          top - below)
         for leaves, below, top in scan.parts(parts, int(lo))
     ]  # fmt: skip
+
+
+def _coalesce(cols: dict[str, Column], n: int, *names_then_default) -> np.ndarray:
+    """SQL's ``coalesce`` of the columns ``names`` (those not read: NULL) and a default."""
+    *names, default = names_then_default
+    out = np.full(n, default, dtype=np.int64)
+    for c in reversed(names):  # the first non-NULL wins
+        if c in cols:
+            col = cols[c]
+            out = col.values if col.null is None else np.where(col.null, out, col.values)
+    return out
 
 
 def op_values(kind: int, have: set[str], execs: bool):
@@ -99,13 +148,7 @@ def op_values(kind: int, have: set[str], execs: bool):
         n = len(cols["start"].values)
 
         def coalesce(*names_then_default):
-            *names, default = names_then_default
-            out = np.full(n, default, dtype=np.int64)
-            for c in reversed(names):  # the first non-NULL wins
-                if c in cols:
-                    col = cols[c]
-                    out = col.values if col.null is None else np.where(col.null, out, col.values)
-            return out
+            return _coalesce(cols, n, *names_then_default)
 
         def packed(high, low):
             return (high << 32) | (low & _LOW32)

@@ -1,0 +1,198 @@
+"""The page scan (specscope.analysis.pagescan, opsscan) against SQLite's own reading of the
+same rows: every serial type, page sizes, deep trees, holes, and each case it must refuse (the
+read then falls back to SQL and gives the same arrays)."""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from specscope.analysis import opsread, sqlread
+from specscope.analysis.pagescan import TableScan, Unsupported, page_geometry
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+EXPORTS = sorted(DATA.rglob("*.sqlite"))
+INTS = [0, 1, -1, 127, -128, 128, 32767, -32768, 2**23, -(2**23), 2**31 - 1, -(2**31),
+        2**40, -(2**47), 2**47 - 1, 2**62, -(2**63), 2**63 - 1]  # fmt: skip
+
+
+def _make(path: Path, rows: list[tuple], columns: str = "a INTEGER, b INTEGER, c INTEGER",
+          page_size: int = 4096) -> Path:  # fmt: skip
+    con = sqlite3.connect(path)
+    con.execute(f"PRAGMA page_size = {page_size}")
+    con.execute(f"CREATE TABLE t ({columns})")
+    marks = ", ".join("?" * len(rows[0])) if rows else ""
+    con.executemany(f"INSERT INTO t VALUES ({marks})", rows)
+    con.commit()
+    con.close()
+    return path
+
+
+def _scan(path: Path, names: list[str], table: str = "t") -> tuple[np.ndarray, np.ndarray]:
+    """Every row of ``names`` by page scan: values and NULL masks, (columns, rows)."""
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    cid = {r[1]: r[0] for r in con.execute(f"PRAGMA table_info({table})")}
+    root = con.execute("SELECT rootpage FROM sqlite_master WHERE name = ?", (table,)).fetchone()
+    lo, hi = con.execute(f"SELECT min(rowid), max(rowid) FROM {table}").fetchone()
+    con.close()
+    scan = TableScan(path, root[0], [cid[n] for n in names], hi or 0)
+    values, nulls = [[] for _ in names], [[] for _ in names]
+    for leaves, _, _ in scan.parts(3, lo or 1):
+        for cols in scan.batches(leaves):
+            for i, c in enumerate(cols):
+                values[i].append(c.values)
+                nulls[i].append(c.null if c.null is not None else np.zeros(len(c.values), bool))
+    return np.array([np.concatenate(v) for v in values]), np.array([np.concatenate(n) for n in nulls])
+
+
+def _sql(path: Path, names: list[str], table: str = "t") -> tuple[np.ndarray, np.ndarray]:
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    rows = con.execute(f"SELECT {', '.join(names)} FROM {table} ORDER BY rowid").fetchall()
+    con.close()
+    cells = np.array(rows, dtype=object).reshape(-1, len(names)).T
+    null = cells == None  # noqa: E711 (elementwise)
+    return np.where(null, 0, cells).astype(np.int64), null
+
+
+def _same_as_sql(path: Path, names: list[str], table: str = "t") -> None:
+    values, null = _scan(path, names, table)
+    want, want_null = _sql(path, names, table)
+    assert np.array_equal(null, want_null)
+    assert np.array_equal(np.where(null, 0, values), want)
+
+
+@pytest.mark.parametrize("page_size", [512, 4096, 65536])
+def test_every_integer_width_null_and_constant(tmp_path, page_size):
+    rng = np.random.default_rng(page_size)
+    pool = INTS + [None]
+    rows = [tuple(pool[i] for i in rng.integers(0, len(pool), 3)) for _ in range(5000)]
+    path = _make(tmp_path / "t.sqlite", rows, page_size=page_size)
+    _same_as_sql(path, ["a", "b", "c"])
+    _same_as_sql(path, ["c"])  # (only the last: the others' sizes skipped)
+
+
+def test_a_deep_tree_with_holes_in_its_rowids(tmp_path):
+    rows = [(i, -i, i * 1_000_003) for i in range(60_000)]
+    path = _make(tmp_path / "t.sqlite", rows, page_size=512)
+    con = sqlite3.connect(path)
+    con.execute("DELETE FROM t WHERE rowid % 7 = 0 OR rowid BETWEEN 20000 AND 30000")
+    con.commit()
+    con.close()
+    _same_as_sql(path, ["a", "b", "c"])
+    con = sqlite3.connect(path)
+    cid_root = con.execute("SELECT rootpage FROM sqlite_master WHERE name = 't'").fetchone()[0]
+    lo, hi, n = con.execute("SELECT min(rowid), max(rowid), count(*) FROM t").fetchone()
+    con.close()
+    scan = TableScan(path, cid_root, [0], hi)
+    parts = scan.parts(5, lo)
+    assert sum(top - below for _, below, top in parts) == hi - lo + 1 >= n
+    assert [p[0].start for p in parts[1:]] == [p[0].stop for p in parts[:-1]]
+
+
+def test_short_texts_before_the_columns_read_are_skipped(tmp_path):
+    rows = [("x" * (i % 57), i, None if i % 3 else -i) for i in range(3000)]
+    path = _make(tmp_path / "t.sqlite", rows, "s TEXT, b INTEGER, c INTEGER")
+    _same_as_sql(path, ["b", "c"])
+
+
+@pytest.mark.parametrize(
+    "case",
+    ["long text first", "float", "text in an int column", "overflow", "added column"],
+)
+def test_what_it_does_not_decode_is_refused(tmp_path, case):
+    rows = [("a", i, i) for i in range(2000)]
+    path = _make(tmp_path / "t.sqlite", rows, "s TEXT, b INTEGER, c INTEGER")
+    con = sqlite3.connect(path)
+    if case == "long text first":
+        con.execute("UPDATE t SET s = ? WHERE rowid = 1500", ("y" * 200,))
+    elif case == "float":
+        con.execute("UPDATE t SET c = 1.5 WHERE rowid = 10")
+    elif case == "text in an int column":
+        con.execute("UPDATE t SET c = 'abc' WHERE rowid = 10")
+    elif case == "overflow":
+        con.execute("UPDATE t SET s = ? WHERE rowid = 77", ("z" * 20000,))
+    else:
+        con.execute("ALTER TABLE t ADD COLUMN d INTEGER")
+        con.execute("INSERT INTO t VALUES ('b', 1, 2, 3)")
+    con.commit()
+    con.close()
+    names = ["b", "d"] if case == "added column" else ["b", "c"]
+    with pytest.raises(Unsupported):
+        _scan(path, names)
+
+
+def test_a_pending_write_ahead_log_is_refused(tmp_path):
+    path = _make(tmp_path / "t.sqlite", [(1, 2, 3)])
+    con = sqlite3.connect(path)
+    con.execute("PRAGMA journal_mode = WAL")
+    con.execute("PRAGMA wal_autocheckpoint = 0")
+    con.execute("INSERT INTO t VALUES (4, 5, 6)")
+    con.commit()
+    assert Path(f"{path}-wal").stat().st_size
+    with pytest.raises(Unsupported):
+        page_geometry(path)
+    con.close()
+
+
+def _ops(path: Path, reader: str, monkeypatch, execs: bool) -> list[np.ndarray]:
+    monkeypatch.setenv("SPECSCOPE_SQLITE_READER", reader)
+    con = sqlite3.connect(sqlread.readonly_uri(path), uri=True)
+    try:
+        tables = frozenset(r[0] for r in con.execute("SELECT name FROM sqlite_master"))
+        return opsread.read_ops(con, path, tables, 2, execs)
+    finally:
+        con.close()
+
+
+def _assert_same(a: list[np.ndarray], b: list[np.ndarray]) -> None:
+    assert len(a) == len(b)
+    for x, y in zip(a, b, strict=True):
+        assert x.dtype == y.dtype and x.shape == y.shape
+        assert np.array_equal(x, y)
+
+
+@pytest.mark.parametrize("path", EXPORTS, ids=lambda p: p.stem)
+def test_the_ops_read_equals_the_sql_read(path, monkeypatch):
+    for execs in (False, True):
+        _assert_same(_ops(path, "pages", monkeypatch, execs), _ops(path, "adbc", monkeypatch, execs))
+
+
+@pytest.mark.parametrize("change", ["float start", "long kernel row", "no deviceId"])
+def test_an_export_it_cannot_decode_is_read_by_sql(tmp_path, monkeypatch, change):
+    path = tmp_path / "e.sqlite"
+    shutil.copy(DATA / "eagle_node_before.sqlite", path)
+    con = sqlite3.connect(path)
+    table = "CUPTI_ACTIVITY_KIND_KERNEL"
+    if change == "float start":
+        con.execute(f"UPDATE {table} SET start = start + 0.5 WHERE rowid = 5")
+    elif change == "long kernel row":  # a record on overflow pages
+        con.execute(f"ALTER TABLE {table} ADD COLUMN note TEXT")
+        con.execute(f"UPDATE {table} SET note = ? WHERE rowid = 9", ("n" * 9000,))
+    else:
+        con.execute(f"ALTER TABLE {table} DROP COLUMN deviceId")
+    con.commit()
+    con.close()
+    _assert_same(_ops(path, "pages", monkeypatch, True), _ops(path, "adbc", monkeypatch, True))
+    _assert_same(_ops(path, "pages", monkeypatch, True), _ops(path, "sqlite3", monkeypatch, True))
+
+
+def _runtime(path: Path, reader: str, monkeypatch) -> list[np.ndarray]:
+    monkeypatch.setenv("SPECSCOPE_SQLITE_READER", reader)
+    con = sqlite3.connect(sqlread.readonly_uri(path), uri=True)
+    try:
+        sql = opsread.runtime_sql(opsread.table_columns(con, opsread.RUNTIME))
+        return opsread.read_runtime(con, sqlread.columnar_connection(path), sql, path)
+    finally:
+        con.close()
+
+
+@pytest.mark.parametrize("path", EXPORTS, ids=lambda p: p.stem)
+def test_the_api_calls_read_equals_the_sql_read(path, monkeypatch):
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as con:
+        if not opsread.table_columns(con, opsread.RUNTIME):
+            pytest.skip("no CUDA API calls in this export")
+    _assert_same(_runtime(path, "pages", monkeypatch), _runtime(path, "sqlite3", monkeypatch))
