@@ -121,12 +121,13 @@ class TableScan:
         fd = os.open(self.path, os.O_RDONLY)
         try:
             for _ in range(64):  # depth (a 64-deep B-tree would hold more rows than exist)
+                # every page of a level is of one kind: the first tells whether these are the
+                # leaves (each leaf's kind is checked as it is decoded, not read twice here)
+                if self._read_pages(fd, pages[:1])[self._headers(pages[:1])[0]] == _LEAF:
+                    return pages, uppers
                 buf = self._read_pages(fd, pages)
                 hdr = self._headers(pages)
-                kind = buf[hdr]
-                if (kind == _LEAF).all():
-                    return pages, uppers
-                if not (kind == _INTERIOR).all():
+                if not (buf[hdr] == _INTERIOR).all():
                     raise Unsupported("not a table B-tree")
                 pages, uppers = self._children(buf, hdr, uppers)
         finally:
