@@ -52,13 +52,13 @@ from specscope.analysis.launches import exec_ids, group_launches, launches_of_op
 from specscope.analysis.memory import CHUNK_ROWS, dense, give_back, one_value_view
 from specscope.analysis.opsread import (
     KINDS,
-    NVTX_COLUMNS,
     NVTX_DOMAIN_CREATE,
     NVTX_TYPES,
     RUNTIME,
     adapt,
     nvtx_sql,
     nvtx_text,
+    read_nvtx,
     read_ops,
     read_runtime,
     runtime_sql,
@@ -241,7 +241,8 @@ class Trace:
         have = self.columns("NVTX_EVENTS")
         read = opsread.take(self.sqlite_file or self.path, "nvtx")  # read ahead, or now
         if read is None:
-            read = self.int_columns(nvtx_sql(have), NVTX_COLUMNS)
+            file = self.sqlite_file or self.path
+            read = self._read(lambda: read_nvtx(self.con, self._columnar, nvtx_sql(have), file))
         start, end, is_open, code, gtid, domain_id, etype, has_text, rowid = read
         progress.report("NVTX ranges", 1, 1)
         # Names are codes: StringIds ids, or -2 - i for the i-th distinct explicit ``text``.

@@ -157,10 +157,8 @@ NVTX_PUSHPOP, NVTX_STARTEND, NVTX_DOMAIN_CREATE = 59, 60, 75
 # read as ranges beside 59/60 (kernel_helper.py of nsys 2023.4): ranges here too
 NVTXT_PUSHPOP, NVTXT_STARTEND = 70, 71
 NVTX_COLUMNS = 9
-NVTX_TYPES = (
-    f"eventType IN ({NVTX_PUSHPOP}, {NVTX_STARTEND}, {NVTXT_PUSHPOP}, {NVTXT_STARTEND},"
-    f" {NVTX_DOMAIN_CREATE})"
-)
+NVTX_EVENT_TYPES = (NVTX_PUSHPOP, NVTX_STARTEND, NVTXT_PUSHPOP, NVTXT_STARTEND, NVTX_DOMAIN_CREATE)
+NVTX_TYPES = f"eventType IN ({', '.join(map(str, NVTX_EVENT_TYPES))})"
 """The SQL condition on ``eventType`` of the NVTX events read: ranges and domain creations."""
 
 
@@ -284,7 +282,7 @@ def prefetch(path: str | Path, execs: bool = False) -> None:
         "runtime": small.submit(
             _read_small, path, tables, RUNTIME, read_runtime, columnar, runtime_sql
         ),
-        "nvtx": small.submit(_read_small, path, tables, NVTX, _read_nvtx, columnar, nvtx_sql),
+        "nvtx": small.submit(_read_small, path, tables, NVTX, read_nvtx, columnar, nvtx_sql),
     }
     _pending[path.resolve()] = futures
     small.submit(columnar.close)  # after both reads
@@ -334,9 +332,15 @@ def _read_small(path: Path, tables: Future, table: str, read, columnar, sql_of):
     return None if have is None else read(None, columnar, sql_of(have), path)
 
 
-def _read_nvtx(con, columnar, sql: str, path: Path | None = None) -> list[np.ndarray]:
-    """The columns of :func:`nvtx_sql`'s query ``sql`` (``path``: unused, as
-    :func:`read_runtime`'s)."""
+def read_nvtx(con, columnar, sql: str, path: Path | None = None) -> list[np.ndarray]:
+    """The columns of :func:`nvtx_sql`'s query ``sql`` (int64), or with ``path`` (the export's
+    file) by a page scan where its pages are decoded (:func:`.opsscan.nvtx_parts`)."""
+    if path is not None and opsscan.wanted():
+        try:
+            if cols := opsscan.read_parts(opsscan.nvtx_parts(path, sql), NVTX_COLUMNS):
+                return cols
+        except Unsupported:
+            pass  # (by SQL, below)
     return int_columns(con, columnar, sql, NVTX_COLUMNS)
 
 

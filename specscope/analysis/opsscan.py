@@ -81,6 +81,40 @@ def runtime_parts(path: Path, select: str) -> list[tuple[ScanQuery, int]]:
     return table_parts(path, opsread.RUNTIME, names, lambda have: values, select, 1)
 
 
+def nvtx_parts(path: Path, select: str) -> list[tuple[ScanQuery, int]]:
+    """The NVTX events read (:func:`.opsread.nvtx_sql`'s query ``select``: start, end or 0,
+    whether end is NULL, textId or -1, globalTid or 0, domainId or 0, eventType, whether text
+    is set, rowid; ranges and domain creations only) as one page-scan part."""
+    names = ("start", "end", "eventType", "text", "globalTid", "textId", "domainId")
+    kinds = np.array(opsread.NVTX_EVENT_TYPES, dtype=np.int64)
+
+    def values(cols: dict[str, Column]) -> list[np.ndarray]:
+        n = len(cols["start"].values)
+        keep = np.isin(_coalesce(cols, n, "eventType", -1), kinds)
+        end = cols["end"]
+
+        def null(c):
+            col = cols.get(c)
+            return np.ones(n, bool) if col is None else (
+                col.null if col.null is not None else np.zeros(n, bool))  # fmt: skip
+
+        out = [
+            _coalesce(cols, n, "start", NULL_INT),
+            _coalesce(cols, n, "end", 0),
+            null("end").astype(np.int64) if end is not None else np.ones(n, np.int64),
+            _coalesce(cols, n, "textId", -1),
+            _coalesce(cols, n, "globalTid", 0),
+            _coalesce(cols, n, "domainId", 0),
+            _coalesce(cols, n, "eventType", -1),
+            (~null("text")).astype(np.int64),
+            cols["rowid"].values,
+        ]
+        return [c[keep] for c in out]
+
+    return table_parts(path, opsread.NVTX, names, lambda have: values, select, 1,
+                       present={"text"}, rowids=True)  # fmt: skip
+
+
 def read_parts(parts: list[tuple[ScanQuery, int]], ncols: int) -> list[np.ndarray] | None:
     """The ``ncols`` int64 columns of ``parts`` read in turn and joined (None without parts)."""
     pieces = [batch for query, _ in parts for batch in query.batches()]
@@ -89,19 +123,23 @@ def read_parts(parts: list[tuple[ScanQuery, int]], ncols: int) -> list[np.ndarra
     return [np.concatenate([p[i] for p in pieces]) for i in range(ncols)]
 
 
-def table_parts(path, table, wanted_names, values_for, select, parts):
+def table_parts(path, table, wanted_names, values_for, select, parts, present=(), rowids=False):
     """``parts`` page-scan parts of ``table`` reading the columns ``wanted_names`` it has,
     their values made by ``values_for(names it has)``; each with its bound and its SQL
-    (``select`` with the part's rowid range). The schema is read on a connection of its own
-    (this may run on any thread)."""
+    (``select`` with the part's rowid range; ``select`` itself for a single part).
+    ``present``: names of which only whether they are NULL is read; ``rowids``: the rowid too
+    (as ``"rowid"``). The schema is read on a connection of its own (this may run on any
+    thread)."""
     con = sqlite3.connect(readonly_uri(path), uri=True)
     try:
-        return _table_parts(con, path, table, wanted_names, values_for, select, parts)
+        return _table_parts(
+            con, path, table, wanted_names, values_for, select, parts, present, rowids
+        )
     finally:
         con.close()
 
 
-def _table_parts(con, path, table, wanted_names, values_for, select, parts):
+def _table_parts(con, path, table, wanted_names, values_for, select, parts, present, rowids):
     info = con.execute(f"PRAGMA table_xinfo({table})").fetchall()
     if any(r[6] for r in info):  # hidden or generated columns are not in every record
         raise Unsupported("generated columns")
@@ -118,13 +156,18 @@ def _table_parts(con, path, table, wanted_names, values_for, select, parts):
         raise Unsupported("no B-tree")
     if lo is None:
         return []
-    scan = TableScan(path, int(root[0]), [position[c] for c in names], int(hi), names)
+    scan = TableScan(
+        path, int(root[0]), [position[c] for c in names], int(hi),
+        names=(*names, "rowid") if rowids else names, present=[c in present for c in names],
+        rowids=rowids,
+    )  # fmt: skip
     values = values_for(set(names))
+    split = scan.parts(parts, int(lo))
+    where = "" if len(split) == 1 else " WHERE rowid > {} AND rowid <= {}"
     return [
-        (ScanQuery(scan, leaves, values, f"{select} WHERE rowid > {below} AND rowid <= {top}"),
-         top - below)
-        for leaves, below, top in scan.parts(parts, int(lo))
-    ]  # fmt: skip
+        (ScanQuery(scan, leaves, values, select + where.format(below, top)), top - below)
+        for leaves, below, top in split
+    ]
 
 
 def _coalesce(cols: dict[str, Column], n: int, *names_then_default) -> np.ndarray:

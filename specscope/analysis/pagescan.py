@@ -8,7 +8,8 @@ Format"); decoding those cells with a few vectorised numpy passes per 1024 pages
 columns in 0.38-0.40 s on one core, and numpy lets go of the GIL, so the parts of a table are
 decoded on several threads.
 
-What a scan gives for a column: its value in every row (``int64``) and where it was NULL.
+What a scan gives for a column: its value in every row (``int64``) and where it was NULL (or
+only the latter, for a column that may hold text).
 
 Only what an nsys export holds is decoded; anything else raises :class:`Unsupported` and the
 caller reads the table with SQL instead (:func:`.opsread.read_ops`), so results never differ:
@@ -16,9 +17,8 @@ caller reads the table with SQL instead (:func:`.opsread.read_ops`), so results 
 - a rowid table (not ``WITHOUT ROWID``) whose B-tree has table pages only (interior ``0x05``,
   leaf ``0x0d``), every leaf at one depth;
 - records small enough to sit in their page (no overflow pages: nsys rows are under 200 bytes);
-- the columns read, and every column before them, in a one-byte header entry (integers, NULLs
-  and texts or blobs under 58 bytes), and the columns read holding integers or NULL (no
-  floats, texts or blobs);
+- the columns read holding integers or NULL (no floats, texts or blobs), but for those asked
+  only whether they are NULL;
 - every record holding at least the columns read (no rows from before an ``ALTER TABLE ... ADD
   COLUMN``);
 - no pending write-ahead log (a ``-wal`` file beside the export).
@@ -85,14 +85,27 @@ class TableScan:
     ``root``: the table's root page (``sqlite_master.rootpage``); ``positions``: the index in
     the record of each column to decode (the ``cid`` of ``PRAGMA table_info``);
     ``max_rowid``: the table's largest rowid (from SQL: a seek), the upper bound of the last
-    leaf's rowids; ``names``: what the caller calls those columns.
+    leaf's rowids; ``names``: what the caller calls those columns; ``present``: per column,
+    True where only whether it is NULL is wanted (a text, say: its ``values`` are empty);
+    ``rowids``: one more column, each row's rowid.
     """
 
-    def __init__(self, path: Path, root: int, positions: Sequence[int], max_rowid: int, names=()):
+    def __init__(
+        self,
+        path: Path,
+        root: int,
+        positions: Sequence[int],
+        max_rowid: int,
+        names: Sequence[str] = (),
+        present: Sequence[bool] = (),
+        rowids: bool = False,
+    ):
         self.path = Path(path)
         self.names = tuple(names)  # (the columns' names, for the caller)
         self.page_size, self.usable = page_geometry(self.path)
         self.positions = tuple(positions)
+        self.present = tuple(present) or (False,) * len(self.positions)
+        self.rowids = rowids
         self.width = max(self.positions) + 1  # header entries read per record
         self._pages = os.stat(self.path).st_size // self.page_size
         self.leaves, self.uppers = self._leaves(root, max_rowid)
@@ -200,28 +213,51 @@ class TableScan:
         cell = page_start + _be(buf, np.repeat(hdr + 8, count) + 2 * entry, 2)
         self._check_cells(cell, page_start, 4)
         payload, n1 = _varints(buf, cell)
-        n2 = _varint_lengths(buf, cell + n1)  # the rowid's (its value is not needed)
+        if self.rowids:
+            rowid, n2 = _varints(buf, cell + n1)
+        else:
+            rowid, n2 = None, _varint_lengths(buf, cell + n1)  # (its value is not needed)
         record = cell + n1 + n2
         end = record + payload
         overflow = len(cell) and (payload > self.usable - 35).any()
         if overflow or (len(cell) and (end - page_start).max() > self.usable):
             raise Unsupported("a record on overflow pages")
+        types, body = self._types(buf, record, end)
+        out = self._values(buf, body, types, end)
+        return out + [Column(rowid, None)] if self.rowids else out
+
+    def _types(self, buf, record, end) -> tuple[np.ndarray, np.ndarray]:
+        """The serial types of the first :attr:`width` columns of each record, (rows, width),
+        and where each record's body starts. One-byte header entries are read as a block;
+        a chunk with longer ones (texts of 58 bytes or more, a header over 127 bytes) entry
+        by entry."""
+        n, width = len(record), self.width
+        if not n:
+            return np.zeros((0, width), dtype=np.int64), record
         header = buf[record]
         types = np.lib.stride_tricks.as_strided(
-            buf, shape=(len(buf) - self.width, self.width), strides=(1, 1), writeable=False
+            buf, shape=(len(buf) - width, width), strides=(1, 1), writeable=False
         )[record + 1]
-        if len(cell) and (
-            header.max() >= 0x80
-            or header.min() <= self.width
-            or types.max() >= 0x80
-            or ((types == 10) | (types == 11)).any()  # (reserved serial types)
-        ):
-            raise Unsupported("a record header this reader does not decode")
-        return self._values(buf, record + header, types, end)
+        if header.max() < 0x80 and header.min() > width and types.max() < 0x80:
+            return types, record + header  # (the usual case)
+        size, at = _varints(buf, record)
+        at = record + at
+        types = np.empty((n, width), dtype=np.int64)
+        for k in range(width):
+            types[:, k], length = _varints(buf, at)
+            at = at + length
+        if (at > record + size).any() or (record + size > end).any():
+            raise Unsupported("a record with fewer columns than the table")
+        return types, record + size
 
     def _values(self, buf, offset, types, end) -> list[Column]:
         """The columns of :attr:`positions` from records whose body starts at ``offset``."""
-        sizes = _SIZE[types]
+        if len(types) and ((types == 10) | (types == 11)).any():
+            raise Unsupported("a reserved serial type")
+        if types.dtype == np.uint8:
+            sizes = _SIZE[types]
+        else:  # integers by the table, blobs and texts (12 and up) by their length
+            sizes = np.where(types < 12, _INT_BYTES[np.minimum(types, 11)], (types - 12) >> 1)
         starts = {}
         for k in range(self.width):
             if k in self.positions:
@@ -233,8 +269,13 @@ class TableScan:
             shape=(len(buf) - 7,), dtype="<i8", buffer=buf, strides=(1,)
         )
         out = []
-        for k in self.positions:
+        for k, present in zip(self.positions, self.present, strict=True):
             t = types[:, k]
+            null = t == 0
+            null = null if null.any() else None
+            if present:  # only whether it is NULL (any type)
+                out.append(Column(np.zeros(0, dtype=np.int64), null))
+                continue
             if len(t) and (t.max() > 9 or (t == 7).any()):
                 raise Unsupported("a value that is not an integer")
             size = _INT_BYTES[t]
@@ -246,8 +287,7 @@ class TableScan:
                 values >>= (64 - 8 * size.astype(np.int64)) & 63
                 zero = size == 0
                 values[zero] = t[zero] == 9
-            null = t == 0
-            out.append(Column(values, null if null.any() else None))
+            out.append(Column(values, null))
         return out
 
 

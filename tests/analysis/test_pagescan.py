@@ -93,23 +93,45 @@ def test_a_deep_tree_with_holes_in_its_rowids(tmp_path):
     assert [p[0].start for p in parts[1:]] == [p[0].stop for p in parts[:-1]]
 
 
-def test_short_texts_before_the_columns_read_are_skipped(tmp_path):
-    rows = [("x" * (i % 57), i, None if i % 3 else -i) for i in range(3000)]
+@pytest.mark.parametrize("longest", [57, 300])  # (58 bytes and up: two-byte header entries)
+def test_texts_before_the_columns_read_are_skipped(tmp_path, longest):
+    rows = [("x" * (i % longest), i, None if i % 3 else -i) for i in range(3000)]
     path = _make(tmp_path / "t.sqlite", rows, "s TEXT, b INTEGER, c INTEGER")
     _same_as_sql(path, ["b", "c"])
 
 
+def test_a_header_over_127_bytes(tmp_path):
+    columns = ", ".join(f"c{i} INTEGER" for i in range(140))
+    rows = [tuple((i * k) % 1000 - 500 for k in range(140)) for i in range(500)]
+    path = _make(tmp_path / "t.sqlite", rows, columns)
+    _same_as_sql(path, ["c0", "c77", "c139"])
+
+
+def test_whether_a_text_is_null_and_the_rowids(tmp_path):
+    rows = [(None if i % 4 else "t" * (i % 90), i) for i in range(4000)]
+    path = _make(tmp_path / "t.sqlite", rows, "s TEXT, b INTEGER")
+    con = sqlite3.connect(path)
+    con.execute("DELETE FROM t WHERE rowid % 5 = 0")
+    con.commit()
+    want = con.execute("SELECT s IS NULL, b, rowid FROM t ORDER BY rowid").fetchall()
+    root, hi = con.execute("SELECT rootpage, (SELECT max(rowid) FROM t) FROM sqlite_master").fetchone()
+    con.close()
+    scan = TableScan(path, root, [0, 1], hi, present=[True, False], rowids=True)
+    got = [list(scan.batches(p[0])) for p in scan.parts(2, 1)]
+    text, b, rowid = (np.concatenate([c[i].values if i else c[i].null for cs in got for c in cs])
+                      for i in range(3))  # fmt: skip
+    assert np.array_equal(np.array(want), np.column_stack([text, b, rowid]))
+
+
 @pytest.mark.parametrize(
     "case",
-    ["long text first", "float", "text in an int column", "overflow", "added column"],
+    ["float", "text in an int column", "overflow", "added column"],
 )
 def test_what_it_does_not_decode_is_refused(tmp_path, case):
     rows = [("a", i, i) for i in range(2000)]
     path = _make(tmp_path / "t.sqlite", rows, "s TEXT, b INTEGER, c INTEGER")
     con = sqlite3.connect(path)
-    if case == "long text first":
-        con.execute("UPDATE t SET s = ? WHERE rowid = 1500", ("y" * 200,))
-    elif case == "float":
+    if case == "float":
         con.execute("UPDATE t SET c = 1.5 WHERE rowid = 10")
     elif case == "text in an int column":
         con.execute("UPDATE t SET c = 'abc' WHERE rowid = 10")
@@ -196,3 +218,37 @@ def test_the_api_calls_read_equals_the_sql_read(path, monkeypatch):
         if not opsread.table_columns(con, opsread.RUNTIME):
             pytest.skip("no CUDA API calls in this export")
     _assert_same(_runtime(path, "pages", monkeypatch), _runtime(path, "sqlite3", monkeypatch))
+
+
+def _nvtx(path: Path, reader: str, monkeypatch) -> list[np.ndarray]:
+    monkeypatch.setenv("SPECSCOPE_SQLITE_READER", reader)
+    con = sqlite3.connect(sqlread.readonly_uri(path), uri=True)
+    try:
+        sql = opsread.nvtx_sql(opsread.table_columns(con, opsread.NVTX))
+        return opsread.read_nvtx(con, sqlread.columnar_connection(path), sql, path)
+    finally:
+        con.close()
+
+
+@pytest.mark.parametrize("path", EXPORTS, ids=lambda p: p.stem)
+def test_the_nvtx_read_equals_the_sql_read(path, monkeypatch):
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as con:
+        if not opsread.table_columns(con, opsread.NVTX):
+            pytest.skip("no NVTX events in this export")
+    _assert_same(_nvtx(path, "pages", monkeypatch), _nvtx(path, "sqlite3", monkeypatch))
+
+
+@pytest.mark.parametrize("change", ["long texts", "no text column", "open ranges"])
+def test_nvtx_events_of_other_shapes(tmp_path, monkeypatch, change):
+    path = tmp_path / "e.sqlite"
+    shutil.copy(DATA / "cpu_eagle_2023.sqlite", path)
+    con = sqlite3.connect(path)
+    if change == "long texts":
+        con.execute("UPDATE NVTX_EVENTS SET text = printf('%.300c', 'r') WHERE rowid % 3 = 0")
+    elif change == "no text column":
+        con.execute("ALTER TABLE NVTX_EVENTS DROP COLUMN text")
+    else:
+        con.execute("UPDATE NVTX_EVENTS SET end = NULL, eventType = 59 WHERE rowid % 4 = 0")
+    con.commit()
+    con.close()
+    _assert_same(_nvtx(path, "pages", monkeypatch), _nvtx(path, "sqlite3", monkeypatch))
