@@ -261,8 +261,10 @@ def prefetch(path: str | Path, execs: bool = False) -> None:
     each. ``execs``: read the graph ops' exec ids too (:func:`op_queries`), for an analysis
     that will want the graph launches (one without a step spec, or with graph markers in it).
     Does nothing for a file that is not plain SQLite (an xz-compressed export is decompressed
-    by the loader first), for one smaller than :data:`PREFETCH_MIN_BYTES` and without the ADBC
-    reader (the sqlite3 module's connections stay in their thread)."""
+    by the loader first), for one smaller than :data:`PREFETCH_MIN_BYTES`, and where the reads
+    are SQL (``SPECSCOPE_SQLITE_READER``) without the ADBC reader (the sqlite3 module's
+    connections stay in their thread). Page scans need neither ADBC nor pyarrow; a read ahead
+    that falls back to SQL without ADBC fails, and the loader reads that table itself."""
     path = Path(path)
     try:
         if path.stat().st_size < PREFETCH_MIN_BYTES:
@@ -270,10 +272,11 @@ def prefetch(path: str | Path, execs: bool = False) -> None:
         with path.open("rb") as f:
             if f.read(16) != SQLITE_MAGIC:
                 return
-        columnar = columnar_connection(path)
+        scans = opsscan.wanted()
+        columnar = None if scans else columnar_connection(path)
     except Exception:
         return  # the loader says what is wrong with the file
-    if columnar is None:
+    if columnar is None and not scans:
         return
     ops, small = ThreadPoolExecutor(1), ThreadPoolExecutor(1)
     tables = small.submit(_tables, path)  # (the sqlite3 connection stays in its thread)
@@ -285,7 +288,8 @@ def prefetch(path: str | Path, execs: bool = False) -> None:
         "nvtx": small.submit(_read_small, path, tables, NVTX, read_nvtx, columnar, nvtx_sql),
     }
     _pending[path.resolve()] = futures
-    small.submit(columnar.close)  # after both reads
+    if columnar is not None:
+        small.submit(columnar.close)  # after both reads
     ops.shutdown(wait=False)
     small.shutdown(wait=False)
 

@@ -4,9 +4,9 @@ Reading rows through Python's ``sqlite3`` module costs one Python object per cel
 dominates the analysis of a large export (about 5 s for 2 M kernels x 9 columns on our 2-core
 machines). The ADBC SQLite driver (``pip install 'specscope[fast]'``: ``adbc-driver-sqlite``,
 ``pyarrow``) runs the same SQL in C and returns Arrow columns, 5-6x faster; it is used when
-installed, unless ``SPECSCOPE_SQLITE_READER=sqlite3`` or the exports of the command are small
-(:func:`prefer_light_reader`). Both open the file read-only
-(``file:...?mode=ro``). Queries given here must return integers only (use ``coalesce`` for
+installed, unless ``SPECSCOPE_SQLITE_READER=sqlite3`` or the inputs of the command are all
+plain SQLite files (:func:`prefer_light_reader`: their large tables are read by
+:mod:`.pagescan`). Both open the file read-only (``file:...?mode=ro``). Queries given here must return integers only (use ``coalesce`` for
 nullable columns), so both readers agree exactly.
 
 Memory: results are streamed in 64k-row Arrow batches, each batch is cast to the column's
@@ -139,41 +139,38 @@ class Columnar:
         self._db.close()
 
 
-LIGHT_MAX_BYTES = 4 << 20
-"""Exports of a command that total fewer bytes than this are read with the ``sqlite3`` module
-(:func:`prefer_light_reader`). Importing pyarrow costs about 0.07 s, and pandas imports it
-whenever it is installed; the ``sqlite3`` module reads a few MB in less than that. Measured on
-our 2-core machine (``analyze --preset eagle --format json``, wall, best of 3): 1.7 MB 0.49 s
-with ADBC against 0.43 s without pyarrow; 5.1 MB 0.50 against 0.49 s; 17 MB 0.59 against
-0.72 s."""
 _light = False
 
 
-def small_exports(paths: Sequence[str | Path]) -> bool:
-    """Whether ``paths`` are plain SQLite files (not folders, missing or xz-compressed) that
-    total fewer than :data:`LIGHT_MAX_BYTES`."""
-    total = 0
+def plain_exports(paths: Sequence[str | Path]) -> bool:
+    """Whether ``paths`` are plain SQLite files (not folders, missing or xz-compressed)."""
     for p in paths:
         try:
             with open(p, "rb") as f:
                 if f.read(len(SQLITE_MAGIC)) != SQLITE_MAGIC:
                     return False
-            total += os.stat(p).st_size
         except OSError:
             return False
-    return bool(paths) and total < LIGHT_MAX_BYTES
+    return bool(paths)
 
 
 def prefer_light_reader(paths: Sequence[str | Path]) -> bool:
     """Read the exports at ``paths`` with the ``sqlite3`` module and keep pyarrow out of this
-    process when they are :func:`small_exports`; True when it did. Call it before pandas is
+    process when they are :func:`plain_exports`; True when it did. Call it before pandas is
     imported (a command's first step): it does nothing once pandas or pyarrow is, nor when
-    ``SPECSCOPE_SQLITE_READER`` chooses the reader. Results are the same either way (the two
-    readers agree exactly, see the module doc); only the start-up is shorter."""
+    ``SPECSCOPE_SQLITE_READER`` chooses the reader. Results are the same either way (the
+    readers agree exactly, see the module doc); only the start-up is shorter.
+
+    Importing pyarrow costs 0.06-0.12 s (pandas imports it whenever it is installed). What
+    ADBC read fast, the GPU operations, CUDA API calls and NVTX events, is read by page scans
+    (:mod:`.pagescan`) whatever the reader; what is left for SQL is a few small tables, which
+    the ``sqlite3`` module reads in less than that. Where a page scan meets what it does not
+    decode, that table is read by the ``sqlite3`` module, 5x slower than ADBC
+    (``SPECSCOPE_SQLITE_READER=adbc`` keeps ADBC for such an export)."""
     global _light
     if "SPECSCOPE_SQLITE_READER" in os.environ or {"pandas", "pyarrow"} & sys.modules.keys():
         return False
-    if not small_exports(paths):
+    if not plain_exports(paths):
         return False
     sys.modules["pyarrow"] = None  # pandas then imports without it, as where it is not installed
     try:

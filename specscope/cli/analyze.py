@@ -112,12 +112,10 @@ def _analyze_several(traces, spec_args: SpecArgs, fmt: str, db, jobs, dask_sched
 def _analyze_export(path: Path, spec_args: SpecArgs, collective: str, fmt: str, totals: bool):
     """Every (process, device) of one export (``analysis.auto``: zero-config without a spec);
     None when no steps were found but ``--totals`` could still be printed (with a warning)."""
-    from specscope.analysis.opsread import prefetch
     from specscope.analysis.spec import reads_graph_launches
 
     spec = spec_args.given_spec
     launches = reads_graph_launches(spec)
-    prefetch(path, launches)  # a large export's GPU ops are read while the imports below run
     from specscope.analysis.auto import analyze_processes
     from specscope.analysis.loader import load
 
@@ -280,9 +278,15 @@ def analyze(traces: tuple[Path, ...], spec_args: SpecArgs, fmt: str, db: Path | 
 
     Example: specscope analyze rank0.sqlite rank1.sqlite --skip 2 --format csv
     """
+    from specscope.analysis.opsread import prefetch
+    from specscope.analysis.spec import reads_graph_launches
     from specscope.analysis.sqlread import prefer_light_reader
 
-    prefer_light_reader(traces)  # small exports: no pyarrow import (before pandas is imported)
+    if len(traces) == 1 and dask_scheduler is None:
+        # a large export's GPU ops, API calls and NVTX events are read while pandas and the
+        # rest are imported (page scans: no pyarrow needed)
+        prefetch(traces[0], reads_graph_launches(spec_args.given_spec))
+    prefer_light_reader(traces)  # plain SQLite exports: no pyarrow import (before pandas)
     from specscope.analysis.progress import progress_bar
     from specscope.analysis.spec import check_regexes
     from specscope.analysis.targets import check_db_target

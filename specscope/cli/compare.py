@@ -218,13 +218,13 @@ def compare_cmd(inputs: tuple[str, ...], before_refs: tuple[str, ...],
     """
     from specscope.analysis.sqlread import prefer_light_reader
 
-    groups = _groups(inputs, before_refs, after_refs)
-    prefer_light_reader([ref for g in groups for ref in g])  # before pandas is imported
     from specscope.analysis.opsread import prefetch
 
+    groups = _groups(inputs, before_refs, after_refs)
     # the first input's GPU operations read during the imports (one only: a prefetched read
     # is held whole until analysed); exec ids where zero-config may look for launch cycles
     prefetch(groups[0][0], execs=not spec_args.spec_given)
+    prefer_light_reader([ref for g in groups for ref in g])  # before pandas is imported
     from specscope.analysis.compare import compare_runs
 
     columns = _columns(extra_columns)

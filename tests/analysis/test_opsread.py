@@ -81,10 +81,9 @@ def test_a_failed_prefetch_leaves_the_error_to_the_loader(tmp_path, small_prefet
 def test_cli_output_is_the_same_with_the_read_ahead(args) -> None:
     """``analyze`` and ``compare`` prefetch large exports only; forced on for small ones, the
     JSON is byte for byte the one without it."""
-    pytest.importorskip("adbc_driver_sqlite")
     code = (
         "import sys; from specscope.analysis import opsread, sqlread; "
-        "opsread.PREFETCH_MIN_BYTES = sqlread.LIGHT_MAX_BYTES = int(sys.argv[1]); "
+        "opsread.PREFETCH_MIN_BYTES = int(sys.argv[1]); "
         "read = opsread.prefetch; "
         "opsread.prefetch = lambda *a, **k: (read(*a, **k), print(bool(opsread._pending), "
         "file=sys.stderr)); "

@@ -136,23 +136,22 @@ def test_split32_uniform_high_halves_stay_one_value_while_every_row_has_it(
         assert not high.flags.writeable
 
 
-def test_small_exports_are_plain_sqlite_files_under_the_limit(tmp_path: Path) -> None:
-    from specscope.analysis.sqlread import LIGHT_MAX_BYTES, small_exports
+def test_plain_exports_are_sqlite_files(tmp_path: Path) -> None:
+    from specscope.analysis.sqlread import plain_exports
 
     small = DATA / "cpu_eagle_2023.sqlite"
-    assert small_exports([small])
-    assert small_exports([small, DATA / "eagle_node_before.sqlite"])
+    assert plain_exports([small])
+    assert plain_exports([small, DATA / "eagle_node_before.sqlite"])
     big = tmp_path / "big.sqlite"  # a sparse file: the header and a size, nothing read
     with big.open("wb") as f:
         f.write(b"SQLite format 3\x00")
-        f.truncate(LIGHT_MAX_BYTES)
-    assert not small_exports([big])
-    assert not small_exports([small, big])
-    assert not small_exports([])
-    assert not small_exports([tmp_path])  # a folder of exports
-    assert not small_exports([tmp_path / "missing.sqlite"])
+        f.truncate(64 << 20)
+    assert plain_exports([small, big])
+    assert not plain_exports([])
+    assert not plain_exports([tmp_path])  # a folder of exports
+    assert not plain_exports([tmp_path / "missing.sqlite"])
     (tmp_path / "x.sqlite.xz").write_bytes(b"\xfd7zXZ\x00")
-    assert not small_exports([tmp_path / "x.sqlite.xz"])
+    assert not plain_exports([small, tmp_path / "x.sqlite.xz"])
 
 
 def _analyze_in_child(path: Path, env: dict) -> tuple[str, str]:
