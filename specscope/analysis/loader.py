@@ -46,7 +46,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from specscope.analysis import opsread, progress
+from specscope.analysis import opsread, opsscan, progress
 from specscope.analysis.compressed import XZ_MAGIC, remove_quietly, xz_copy
 from specscope.analysis.launches import exec_ids, group_launches, launches_of_ops
 from specscope.analysis.memory import CHUNK_ROWS, dense, give_back, one_value_view
@@ -429,14 +429,15 @@ class Trace:
     def _read_ops(self) -> tuple[list[np.ndarray], bool]:
         """The columns of :func:`.opsread.read_ops` and whether they carry exec ids: prefetched
         (:func:`.opsread.take`) or read now (exec ids as :attr:`graph_execs` says), the CUDA
-        API calls (`_runtime`) beside them on one more thread when the ADBC connection allows
-        it (not with the sqlite3 module, whose connection stays in its thread)."""
+        API calls (`_runtime`) beside them on one more thread when a page scan or the ADBC
+        connection reads them (not the sqlite3 module, whose connection stays in its thread:
+        a scan that falls back to it fails there, and `_runtime` is read again here)."""
         file = self.sqlite_file or self.path
         if (ahead := opsread.take(file, "ops")) is not None:
             return ahead
         threads, runtime = read_threads(), None
         if self.has(RUNTIME) and "_runtime" not in self.__dict__:
-            if threads > 1 and self._columnar is not None:
+            if threads > 1 and (self._columnar is not None or opsscan.wanted()):
                 runtime = ThreadPoolExecutor(1)
                 runtime.submit(lambda: self._runtime)
         try:

@@ -6,8 +6,8 @@ machines). The ADBC SQLite driver (``pip install 'specscope[fast]'``: ``adbc-dri
 ``pyarrow``) runs the same SQL in C and returns Arrow columns, 5-6x faster; it is used when
 installed, unless ``SPECSCOPE_SQLITE_READER=sqlite3`` or the inputs of the command are all
 plain SQLite files (:func:`prefer_light_reader`: their large tables are read by
-:mod:`.pagescan`). Both open the file read-only (``file:...?mode=ro``). Queries given here must return integers only (use ``coalesce`` for
-nullable columns), so both readers agree exactly.
+:mod:`.pagescan`). Both open the file read-only (``file:...?mode=ro``). Queries given here must
+return integers only (use ``coalesce`` for nullable columns), so both readers agree exactly.
 
 Memory: results are streamed in 64k-row Arrow batches, each batch is cast to the column's
 requested numpy dtype (``int32``/``int8`` where the values are small) and dropped, so a 20 M-row

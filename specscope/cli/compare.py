@@ -216,9 +216,8 @@ def compare_cmd(inputs: tuple[str, ...], before_refs: tuple[str, ...],
 
     Example: specscope compare before.sqlite after.sqlite --skip 1 --format markdown
     """
-    from specscope.analysis.sqlread import prefer_light_reader
-
     from specscope.analysis.opsread import prefetch
+    from specscope.analysis.sqlread import prefer_light_reader
 
     groups = _groups(inputs, before_refs, after_refs)
     # the first input's GPU operations read during the imports (one only: a prefetched read

@@ -46,7 +46,9 @@ def _scan(path: Path, names: list[str], table: str = "t") -> tuple[np.ndarray, n
             for i, c in enumerate(cols):
                 values[i].append(c.values)
                 nulls[i].append(c.null if c.null is not None else np.zeros(len(c.values), bool))
-    return np.array([np.concatenate(v) for v in values]), np.array([np.concatenate(n) for n in nulls])
+    return np.array([np.concatenate(v) for v in values]), np.array(
+        [np.concatenate(n) for n in nulls]
+    )
 
 
 def _sql(path: Path, names: list[str], table: str = "t") -> tuple[np.ndarray, np.ndarray]:
@@ -114,7 +116,9 @@ def test_whether_a_text_is_null_and_the_rowids(tmp_path):
     con.execute("DELETE FROM t WHERE rowid % 5 = 0")
     con.commit()
     want = con.execute("SELECT s IS NULL, b, rowid FROM t ORDER BY rowid").fetchall()
-    root, hi = con.execute("SELECT rootpage, (SELECT max(rowid) FROM t) FROM sqlite_master").fetchone()
+    root, hi = con.execute(
+        "SELECT rootpage, (SELECT max(rowid) FROM t) FROM sqlite_master"
+    ).fetchone()
     con.close()
     scan = TableScan(path, root, [0, 1], hi, present=[True, False], rowids=True)
     got = [list(scan.batches(p[0])) for p in scan.parts(2, 1)]
@@ -180,7 +184,9 @@ def _assert_same(a: list[np.ndarray], b: list[np.ndarray]) -> None:
 @pytest.mark.parametrize("path", EXPORTS, ids=lambda p: p.stem)
 def test_the_ops_read_equals_the_sql_read(path, monkeypatch):
     for execs in (False, True):
-        _assert_same(_ops(path, "pages", monkeypatch, execs), _ops(path, "adbc", monkeypatch, execs))
+        _assert_same(
+            _ops(path, "pages", monkeypatch, execs), _ops(path, "adbc", monkeypatch, execs)
+        )
 
 
 @pytest.mark.parametrize("change", ["float start", "long kernel row", "no deviceId"])
