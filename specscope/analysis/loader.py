@@ -109,7 +109,7 @@ def _sql_errors(path: Path) -> Iterator[None]:
     """Turn SQLite failures in the middle of a read into one-line TraceErrors."""
     try:
         yield
-    except sqlite3.DatabaseError as e:
+    except (sqlite3.DatabaseError, UnicodeDecodeError) as e:  # (the latter: a damaged schema)
         raise TraceError(
             f"{path}: SQLite error while reading ({e}); the export is corrupt or truncated, "
             "export it again with `nsys export --type sqlite`"
@@ -180,7 +180,8 @@ class Trace:
         return table in self.tables
 
     def columns(self, table: str) -> set[str]:
-        return {r[1] for r in self.con.execute(f"PRAGMA table_info({table})")}
+        with _sql_errors(self.path):  # (a damaged schema's names may not decode)
+            return {r[1] for r in self.con.execute(f"PRAGMA table_info({table})")}
 
     def query(self, sql: str, params: Iterable = ()) -> list[tuple]:
         with _sql_errors(self.path):

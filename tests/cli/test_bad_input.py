@@ -50,6 +50,17 @@ def corrupt_one_page(path: Path) -> Path:
     return out
 
 
+def schema_not_utf8(path: Path) -> Path:
+    """A byte of the schema (``sqlite_master``) that is not UTF-8, where the table's columns
+    begin: SQLite cannot parse it, and its message quotes the byte."""
+    data = bytearray(path.read_bytes())
+    start = data.index(b"CREATE TABLE")
+    data[data.index(b"(", start)] = 0xFF
+    out = path.with_name("bad_schema.sqlite")
+    out.write_bytes(bytes(data))
+    return out
+
+
 def empty_dir(tmp: Path) -> Path:
     (tmp / "empty").mkdir()
     return tmp / "empty"
@@ -98,6 +109,7 @@ CASES = {
     "truncated SQLite": (lambda t, e: (cut_in_half(e), []), ["truncated"]),
     "corrupt SQLite": (lambda t, e: (corrupt_middle_pages(e), []), ["corrupt"]),
     "one garbage page": (lambda t, e: (corrupt_one_page(e), []), ["corrupt"]),
+    "a schema that is not UTF-8": (lambda t, e: (schema_not_utf8(e), []), ["corrupt"]),
     "SQLite, not an nsys export": (lambda t, e: (other_sqlite(t), []), ["not an nsys export"]),
     "no range matches the step": (
         lambda t, e: (e, ["--step", "stpe"]),
