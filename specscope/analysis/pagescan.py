@@ -46,6 +46,7 @@ _INT_BYTES = np.array([0, 1, 2, 3, 4, 6, 8, 8, 0, 0, 0, 0], dtype=np.uint8)
 _SIZE = np.zeros(128, dtype=np.uint8)  # bytes of a value by its one-byte serial type
 _SIZE[:12] = _INT_BYTES
 _SIZE[12:] = (np.arange(12, 128) - 12 - (np.arange(12, 128) & 1)) // 2  # blobs, texts
+_SHIFT = (64 - 8 * _INT_BYTES.astype(np.int64)) & 63  # right shift of an 8-byte word by type
 _PAD = 256  # a header entry or an 8-byte word read at the end of the last page stays inside
 
 
@@ -255,7 +256,7 @@ class TableScan:
         if len(types) and ((types == 10) | (types == 11)).any():
             raise Unsupported("a reserved serial type")
         if types.dtype == np.uint8:
-            sizes = _SIZE[types]
+            sizes = _SIZE.take(types)  # (take: half the time of indexing)
         else:  # integers by the table, blobs and texts (12 and up) by their length
             sizes = np.where(types < 12, _INT_BYTES[np.minimum(types, 11)], (types - 12) >> 1)
         starts = {}
@@ -278,13 +279,13 @@ class TableScan:
                 continue
             if len(t) and (t.max() > 9 or (t == 7).any()):
                 raise Unsupported("a value that is not an integer")
-            size = _INT_BYTES[t]
+            size = sizes[:, k]  # (an integer's bytes: 0 for NULL and the constants 0 and 1)
             values = words[starts[k]].byteswap()
             low, high = (int(size.min()), int(size.max())) if len(size) else (8, 8)
             if low == high and low:
                 values >>= 64 - 8 * low  # arithmetic: big-endian two's complement
             else:
-                values >>= (64 - 8 * size.astype(np.int64)) & 63
+                values >>= _SHIFT.take(t)
                 zero = size == 0
                 values[zero] = t[zero] == 9
             out.append(Column(values, null))
