@@ -4,7 +4,8 @@
 
 For each reader, a child process reads the GPU operations (:func:`.opsread.read_ops`, on the
 threads ``analyze`` uses), the CUDA API calls and the NVTX events of EXPORT the way the analysis
-does, and prints its wall and CPU time per read and its peak RSS; ``SPECSCOPE_SQLITE_READER``
+does (ADBC imported and connected before the clock starts), and prints its wall and CPU time
+per read and its peak RSS; ``SPECSCOPE_SQLITE_READER``
 picks the reader (``pages``: :mod:`specscope.analysis.pagescan`, where the tables' pages are
 decoded in numpy). Runs alternate between the readers, one of each per round, after one
 untimed round (page cache); best and median per reader and read. The arrays of every reader are
@@ -30,6 +31,8 @@ path = Path(sys.argv[1])
 con = sqlite3.connect(sqlread.readonly_uri(path), uri=True)
 tables = frozenset(r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'"))
 out, digest = {}, hashlib.sha256()
+# (untimed: ADBC's import and connection; the other readers need none)
+columnar = sqlread.columnar_connection(path) if sys.argv[2] == "adbc" else None
 
 def timed(name, read):
     t, c = time.perf_counter(), time.process_time()
@@ -42,10 +45,10 @@ def timed(name, read):
 timed("ops", lambda: opsread.read_ops(con, path, tables, sqlread.read_threads(), False))
 if opsread.RUNTIME in tables:
     sql = opsread.runtime_sql(opsread.table_columns(con, opsread.RUNTIME))
-    timed("api", lambda: opsread.read_runtime(con, sqlread.columnar_connection(path), sql, path))
+    timed("api", lambda: opsread.read_runtime(con, columnar, sql, path))
 if opsread.NVTX in tables:
     sql = opsread.nvtx_sql(opsread.table_columns(con, opsread.NVTX))
-    timed("nvtx", lambda: opsread.read_nvtx(con, sqlread.columnar_connection(path), sql, path))
+    timed("nvtx", lambda: opsread.read_nvtx(con, columnar, sql, path))
 out["peak_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 out["digest"] = digest.hexdigest()
 print(json.dumps(out))
@@ -58,7 +61,7 @@ def run_child(export: Path, reader: str) -> dict:
     env["SPECSCOPE_SQLITE_READER"] = reader
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
     done = subprocess.run(
-        [sys.executable, "-c", CHILD, str(export)], capture_output=True, text=True, env=env
+        [sys.executable, "-c", CHILD, str(export), reader], capture_output=True, text=True, env=env
     )
     if done.returncode:
         raise SystemExit(f"{reader}: the read failed: {done.stderr.strip().splitlines()[-1:]}")
