@@ -7,8 +7,12 @@ on background threads while the rest of the program is still being imported (``i
 takes 0.3-0.5 s on our 2-core machines, about as long as the read of 2 M GPU ops)::
 
     main thread    | imports (pandas, specscope.analysis...) | load() | Trace.ops: take() ...
-    ops thread(s)  | KERNEL rowid ranges, MEMCPY, MEMSET ------------------------|
+    ops thread(s)  | KERNEL leaf runs (rowid ranges), MEMCPY, MEMSET -----------|
     second thread  | CUDA API calls, then NVTX events --------|
+
+Each of the three is read by a page scan (:mod:`.opsscan`, :mod:`.pagescan`: the tables' B-tree
+pages decoded in numpy, 2-2.5x less CPU than ADBC), or by SQL where the scan refuses a table
+(or ``SPECSCOPE_SQLITE_READER`` names a SQL reader); the arrays are the same either way.
 
 :class:`specscope.analysis.loader.Trace` takes each prefetched read of its file when there is
 one (:func:`take`) and otherwise runs the same query itself, so the frames are the same either
@@ -22,7 +26,8 @@ are int32 values packed in pairs as ``high << 32 | low``; ``misc = pid (24 bits)
 (only when asked for: ``execs``) is a graph node's executable graph (``graphNodeId >> 32``, node
 mode; :data:`EXEC_SATURATED` where it does not fit), so that the graph launches come from the
 same read (:mod:`.launches`). Each result cell costs the ADBC reader more (50-100 ns) than the
-shifts that pack it.
+shifts that pack it; the page scan computes the same packed columns from the decoded ones
+(:func:`.opsscan.op_values`).
 """
 
 from __future__ import annotations

@@ -116,11 +116,21 @@ def nvtx_parts(path: Path, select: str) -> list[tuple[ScanQuery, int]]:
 
 
 def read_parts(parts: list[tuple[ScanQuery, int]], ncols: int) -> list[np.ndarray] | None:
-    """The ``ncols`` int64 columns of ``parts`` read in turn and joined (None without parts)."""
-    pieces = [batch for query, _ in parts for batch in query.batches()]
-    if not pieces:
+    """The ``ncols`` int64 columns of ``parts`` read in turn into arrays of their bounds' rows
+    (no pieces held beside the result), cut to the rows read; None without parts."""
+    if not parts:
         return None
-    return [np.concatenate([p[i] for p in pieces]) for i in range(ncols)]
+    out = [np.empty(sum(bound for _, bound in parts), dtype=np.int64) for _ in range(ncols)]
+    n = 0
+    for query, _ in parts:
+        for batch in query.batches():
+            m = len(batch[0])
+            if n + m > len(out[0]):
+                raise Unsupported("more rows than the rowid range allows")
+            for column, values in zip(out, batch, strict=True):
+                column[n : n + m] = values
+            n += m
+    return [c[:n].copy() if n < len(c) else c for c in out]  # (fewer: holes, or rows left out)
 
 
 def table_parts(path, table, wanted_names, values_for, select, parts, present=(), rowids=False):
