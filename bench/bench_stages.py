@@ -104,6 +104,11 @@ def main(argv: list[str]) -> int:
         print(__doc__.strip())
         return 0 if argv else 2
     sampler, rows, originals = Sampler(), [], []
+    from specscope.analysis.sqlread import prefer_light_reader
+
+    # as the command would (its inputs all plain SQLite: no pyarrow), before the stages' modules
+    # import pandas
+    prefer_light_reader([a for a in argv[1:] if os.path.isfile(a)])
     importlib.import_module("specscope.cli")  # (every module that imports the stages by name)
     for where, name, label in STAGES:
         module, _, cls = where.partition(":")
