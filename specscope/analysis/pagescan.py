@@ -144,6 +144,8 @@ class TableScan:
                 if not (buf[hdr] == _INTERIOR).all():
                     raise Unsupported("not a table B-tree")
                 pages, uppers = self._children(buf, hdr, uppers)
+                if len(pages) > self._pages or len(np.unique(pages)) < len(pages):
+                    raise Unsupported("a page twice in the tree")  # (a damaged file's loop)
         finally:
             os.close(fd)
         raise Unsupported("B-tree too deep")
@@ -154,7 +156,7 @@ class TableScan:
 
     def _children(self, buf, hdr, uppers) -> tuple[np.ndarray, np.ndarray]:
         """The child pages of the interior pages in ``buf`` (in order) and their rowid bounds."""
-        count = _be(buf, hdr + 3, 2)
+        count = self._cell_count(buf, hdr, 12)
         right = _be(buf, hdr + 8, 4)
         first = np.cumsum(count) - count
         entry = np.arange(int(count.sum()), dtype=np.int64) - np.repeat(first, count)
@@ -171,6 +173,13 @@ class TableScan:
         out[cells], out[last] = child, right
         bound[cells], bound[last] = key, uppers
         return out, bound
+
+    def _cell_count(self, buf: np.ndarray, hdr: np.ndarray, header_bytes: int) -> np.ndarray:
+        """The cells of each page, whose pointers must fit in the page after its header."""
+        count = _be(buf, hdr + 3, 2)
+        if len(count) and (hdr % self.page_size + header_bytes + 2 * count).max() > self.usable:
+            raise Unsupported("more cells than a page holds")
+        return count
 
     def _check_cells(self, cell: np.ndarray, page_start: np.ndarray, least: int) -> None:
         """Every cell at least ``least`` bytes inside its page's usable part."""
@@ -207,7 +216,7 @@ class TableScan:
     def _decode(self, buf: np.ndarray, hdr: np.ndarray) -> list[Column]:
         if len(hdr) and not (buf[hdr] == _LEAF).all():
             raise Unsupported("not a table leaf")
-        count = _be(buf, hdr + 3, 2)
+        count = self._cell_count(buf, hdr, 8)
         first = np.cumsum(count) - count
         entry = np.arange(int(count.sum()), dtype=np.int64) - np.repeat(first, count)
         page_start = np.repeat(hdr - hdr % self.page_size, count)
@@ -253,7 +262,7 @@ class TableScan:
 
     def _values(self, buf, offset, types, end) -> list[Column]:
         """The columns of :attr:`positions` from records whose body starts at ``offset``."""
-        if len(types) and ((types == 10) | (types == 11)).any():
+        if len(types) and ((types == 10) | (types == 11) | (types < 0)).any():
             raise Unsupported("a reserved serial type")
         if types.dtype == np.uint8:
             sizes = _SIZE.take(types)  # (take: half the time of indexing)

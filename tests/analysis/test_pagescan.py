@@ -32,16 +32,23 @@ def _make(path: Path, rows: list[tuple], columns: str = "a INTEGER, b INTEGER, c
     return path
 
 
-def _scan(path: Path, names: list[str], table: str = "t") -> tuple[np.ndarray, np.ndarray]:
-    """Every row of ``names`` by page scan: values and NULL masks, (columns, rows)."""
+def _where(path: Path, table: str = "t") -> tuple[dict[str, int], int, int, int]:
+    """Column positions, root page, min and max rowid of ``table``."""
     con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     cid = {r[1]: r[0] for r in con.execute(f"PRAGMA table_info({table})")}
     root = con.execute("SELECT rootpage FROM sqlite_master WHERE name = ?", (table,)).fetchone()
     lo, hi = con.execute(f"SELECT min(rowid), max(rowid) FROM {table}").fetchone()
     con.close()
-    scan = TableScan(path, root[0], [cid[n] for n in names], hi or 0)
+    return cid, root[0], lo or 1, hi or 0
+
+
+def _scan(path: Path, names: list[str], table: str = "t", where=None):
+    """Every row of ``names`` by page scan: values and NULL masks, (columns, rows);
+    ``where``: :func:`_where` of the file as it was (before damage)."""
+    cid, root, lo, hi = where or _where(path, table)
+    scan = TableScan(path, root, [cid[n] for n in names], hi)
     values, nulls = [[] for _ in names], [[] for _ in names]
-    for leaves, _, _ in scan.parts(3, lo or 1):
+    for leaves, _, _ in scan.parts(3, lo):
         for cols in scan.batches(leaves):
             for i, c in enumerate(cols):
                 values[i].append(c.values)
@@ -258,3 +265,38 @@ def test_nvtx_events_of_other_shapes(tmp_path, monkeypatch, change):
     con.commit()
     con.close()
     _assert_same(_nvtx(path, "pages", monkeypatch), _nvtx(path, "sqlite3", monkeypatch))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_damaged_pages_are_refused_or_read(tmp_path, seed):
+    """Bytes of a table's pages overwritten at random: the scan reads or refuses
+    (:class:`Unsupported`), never fails otherwise (nor loops: a page twice in the tree)."""
+    rows = [(i, -i, None if i % 5 else i * 7) for i in range(20000)]
+    path = _make(tmp_path / "t.sqlite", rows, page_size=512)
+    where = _where(path)
+    data = bytearray(path.read_bytes())
+    rng = np.random.default_rng(seed)
+    for at in rng.integers(1024, len(data), 40):
+        data[at] = rng.integers(0, 256)
+    path.write_bytes(bytes(data))
+    try:
+        _scan(path, ["a", "b", "c"], where=where)
+    except Unsupported:
+        pass
+
+
+def test_an_interior_page_that_points_back_is_refused(tmp_path):
+    path = _make(tmp_path / "t.sqlite", [(i, i, i) for i in range(20000)], page_size=512)
+    where = _where(path)
+    root = where[1]
+    data = bytearray(path.read_bytes())
+    page = (root - 1) * 512
+    assert data[page] == 0x05  # an interior root
+    cells = int.from_bytes(data[page + 3 : page + 5], "big")
+    for i in range(cells):  # every child the root itself: each level 'cells + 1' times larger
+        cell = int.from_bytes(data[page + 12 + 2 * i : page + 14 + 2 * i], "big")
+        data[page + cell : page + cell + 4] = root.to_bytes(4, "big")
+    data[page + 8 : page + 12] = root.to_bytes(4, "big")
+    path.write_bytes(bytes(data))
+    with pytest.raises(Unsupported):
+        _scan(path, ["a"], where=where)
