@@ -215,40 +215,36 @@ def test_an_export_it_cannot_decode_is_read_by_sql(tmp_path, monkeypatch, change
     _assert_same(_ops(path, "pages", monkeypatch, True), _ops(path, "sqlite3", monkeypatch, True))
 
 
-def _runtime(path: Path, reader: str, monkeypatch) -> list[np.ndarray]:
+_READS = {  # table: (its query, the read)
+    opsread.RUNTIME: (opsread.runtime_sql, opsread.read_runtime),
+    opsread.NVTX: (opsread.nvtx_sql, opsread.read_nvtx),
+}
+
+
+def _read(path: Path, table: str, reader: str, monkeypatch) -> list[np.ndarray]:
+    """``table``'s read (the CUDA API calls, the NVTX events) of ``path`` by ``reader``."""
     monkeypatch.setenv("SPECSCOPE_SQLITE_READER", reader)
+    query, read = _READS[table]
     con = sqlite3.connect(sqlread.readonly_uri(path), uri=True)
     try:
-        sql = opsread.runtime_sql(opsread.table_columns(con, opsread.RUNTIME))
-        return opsread.read_runtime(con, sqlread.columnar_connection(path), sql, path)
+        sql = query(opsread.table_columns(con, table))
+        return read(con, sqlread.columnar_connection(path), sql, path)
     finally:
         con.close()
-
-
-@pytest.mark.parametrize("path", EXPORTS, ids=lambda p: p.stem)
-def test_the_api_calls_read_equals_the_sql_read(path, monkeypatch):
-    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as con:
-        if not opsread.table_columns(con, opsread.RUNTIME):
-            pytest.skip("no CUDA API calls in this export")
-    _assert_same(_runtime(path, "pages", monkeypatch), _runtime(path, "sqlite3", monkeypatch))
 
 
 def _nvtx(path: Path, reader: str, monkeypatch) -> list[np.ndarray]:
-    monkeypatch.setenv("SPECSCOPE_SQLITE_READER", reader)
-    con = sqlite3.connect(sqlread.readonly_uri(path), uri=True)
-    try:
-        sql = opsread.nvtx_sql(opsread.table_columns(con, opsread.NVTX))
-        return opsread.read_nvtx(con, sqlread.columnar_connection(path), sql, path)
-    finally:
-        con.close()
+    return _read(path, opsread.NVTX, reader, monkeypatch)
 
 
+@pytest.mark.parametrize("table", list(_READS))
 @pytest.mark.parametrize("path", EXPORTS, ids=lambda p: p.stem)
-def test_the_nvtx_read_equals_the_sql_read(path, monkeypatch):
+def test_the_api_calls_and_nvtx_reads_equal_the_sql_reads(path, table, monkeypatch):
     with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as con:
-        if not opsread.table_columns(con, opsread.NVTX):
-            pytest.skip("no NVTX events in this export")
-    _assert_same(_nvtx(path, "pages", monkeypatch), _nvtx(path, "sqlite3", monkeypatch))
+        if not opsread.table_columns(con, table):
+            pytest.skip(f"no {table} in this export")
+    want = _read(path, table, "sqlite3", monkeypatch)
+    _assert_same(_read(path, table, "pages", monkeypatch), want)
 
 
 @pytest.mark.parametrize("change", ["long texts", "no text column", "open ranges"])
