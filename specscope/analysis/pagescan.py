@@ -64,6 +64,8 @@ class Column:
 
 def page_geometry(path: Path) -> tuple[int, int]:
     """Page size and usable bytes per page of the SQLite file at ``path``."""
+    if not hasattr(os, "preadv"):  # (Windows)
+        raise Unsupported("no os.preadv on this platform")
     with open(path, "rb") as f:
         header = f.read(100)
     if len(header) < 100 or header[:16] != SQLITE_MAGIC:

@@ -296,3 +296,12 @@ def test_an_interior_page_that_points_back_is_refused(tmp_path):
     path.write_bytes(bytes(data))
     with pytest.raises(Unsupported):
         _scan(path, ["a"], where=where)
+
+
+def test_without_preadv_the_sql_reader_reads(monkeypatch):
+    path = DATA / "eagle_node_after.sqlite"
+    want = _ops(path, "sqlite3", monkeypatch, False)
+    monkeypatch.delattr("os.preadv")
+    with pytest.raises(Unsupported):
+        page_geometry(path)
+    _assert_same(_ops(path, "pages", monkeypatch, False), want)
