@@ -16,7 +16,9 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -114,11 +116,38 @@ def _devtools_port(profile: Path, proc: subprocess.Popen, timeout: float = 60) -
     raise RuntimeError("chromium did not open its DevTools port")
 
 
+def _stop(proc: subprocess.Popen, linger: float = 3.0) -> None:
+    """End chromium and every process it started (its process group): SIGTERM, SIGKILL after
+    20 s; then wait up to ``linger`` s for the helpers that outlive the browser, which write to
+    the profile while it is removed (seen in CI: ``Directory not empty: 'Default'``)."""
+
+    def signal_group(sig: int) -> bool:
+        try:
+            os.killpg(proc.pid, sig)
+            return True
+        except (ProcessLookupError, PermissionError):
+            return False  # none left
+
+    signal_group(signal.SIGTERM)
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        signal_group(signal.SIGKILL)
+        proc.wait()
+    deadline = time.monotonic() + linger
+    while signal_group(0) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    signal_group(signal.SIGKILL)
+
+
 def check(report: Path, screenshot: Path, chromium: str, width: int = WIDTH) -> dict:
     """Load ``report`` in headless ``chromium`` ``width`` px wide, probe it, save a full-page
     ``screenshot``."""
     report = report.resolve()
-    with tempfile.TemporaryDirectory(prefix="specscope-chromium-") as tmp:
+    # (ignore_cleanup_errors: a helper process chromium left may still write to the profile
+    # as it is removed; the profile is ours alone and never read again)
+    profiles = tempfile.TemporaryDirectory(prefix="specscope-chromium-", ignore_cleanup_errors=True)
+    with profiles as tmp:
         profile = Path(tmp)
         proc = subprocess.Popen(
             [
@@ -131,6 +160,7 @@ def check(report: Path, screenshot: Path, chromium: str, width: int = WIDTH) -> 
             ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
+            start_new_session=True,  # its renderer and helpers in one process group with it
         )
         try:
             port = _devtools_port(profile, proc)
@@ -169,12 +199,7 @@ def check(report: Path, screenshot: Path, chromium: str, width: int = WIDTH) -> 
                     if e.get("method") == "Network.requestWillBeSent"
                 ]
         finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            _stop(proc)
     data["screenshot"] = str(screenshot)
     data["ok"] = (
         bool(data["images"])
