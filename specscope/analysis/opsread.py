@@ -41,7 +41,6 @@ import numpy as np
 
 from specscope.analysis import opsscan, progress
 from specscope.analysis.memory import narrow_ints, one_value_view
-from specscope.analysis.pagescan import Unsupported
 from specscope.analysis.sqlread import (
     NARROW32,
     SPLIT32,
@@ -57,7 +56,7 @@ from specscope.analysis.sqlread import (
 
 KINDS = ["kernel", "memcpy", "memset", "graph"]
 PID_MASK = 0xFFFFFF
-_LOW32 = 0xFFFFFFFF
+LOW32 = 0xFFFFFFFF  # the low half of a packed pair
 RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
 OP_COLUMNS = ("start", "end", "correlationId", "deviceId:streamId", "names", "misc", "bytes")
 """The columns of the ops query (int64 each; the packed pairs come back as two int32 halves).
@@ -72,20 +71,20 @@ _OP_TABLES = [
     (
         "CUPTI_ACTIVITY_KIND_KERNEL",
         f"(coalesce(shortName, demangledName, -3) << 32)"
-        f" | (coalesce(demangledName, shortName, -3) & {_LOW32})",
+        f" | (coalesce(demangledName, shortName, -3) & {LOW32})",
         "0",
         "",
     ),
     (
         "CUPTI_ACTIVITY_KIND_MEMCPY",
-        f"((-10 - coalesce(copyKind, 0)) << 32) | ((-10 - coalesce(copyKind, 0)) & {_LOW32})",
+        f"((-10 - coalesce(copyKind, 0)) << 32) | ((-10 - coalesce(copyKind, 0)) & {LOW32})",
         "copyKind",
         ", coalesce(bytes, 0)",
     ),
-    ("CUPTI_ACTIVITY_KIND_MEMSET", f"(-2 << 32) | (-2 & {_LOW32})", "0", ", coalesce(bytes, 0)"),
+    ("CUPTI_ACTIVITY_KIND_MEMSET", f"(-2 << 32) | (-2 & {LOW32})", "0", ", coalesce(bytes, 0)"),
     (
         "CUPTI_ACTIVITY_KIND_GRAPH_TRACE",
-        f"((-1000 - coalesce(graphId, 0)) << 32) | ((-1000 - coalesce(graphId, 0)) & {_LOW32})",
+        f"((-1000 - coalesce(graphId, 0)) << 32) | ((-1000 - coalesce(graphId, 0)) & {LOW32})",
         "0",
         "",
     ),
@@ -142,12 +141,7 @@ def read_runtime(
     narrower on large exports: :mod:`.memory`), read by ``sql`` (:func:`runtime_sql`), or
     with ``path`` (the export's file) by a page scan where its pages are decoded
     (:func:`.opsscan.runtime_parts`)."""
-    cols = None
-    if path is not None and opsscan.wanted():
-        try:
-            cols = opsscan.read_parts(opsscan.runtime_parts(path, sql), 5)
-        except Unsupported:
-            pass  # (by SQL, below)
+    cols = opsscan.read_scanned(path, 5, opsscan.runtime_parts, sql)
     if cols is None:
         cols = int_columns(con, columnar, sql, 5)
     cols[2] = one_value_view(cols[2])  # one launching thread: one element
@@ -217,20 +211,17 @@ def op_queries(
         graph = "1" if kind == KINDS.index("graph") else graph
         select = adapt(
             f"SELECT start, end, coalesce(correlationId, 0),"
-            f" (coalesce(deviceId, 0) << 32) | (coalesce(streamId, 0) & {_LOW32}), {names},"
+            f" (coalesce(deviceId, 0) << 32) | (coalesce(streamId, 0) & {LOW32}), {names},"
             f" (((coalesce(globalPid, 0) >> 24) & {PID_MASK}) << 32){exec_id}"
             f" | ({kind} << 12) | (({graph}) << 8) | (coalesce({copy_kind}, 0) & 255){nbytes}"
             f" FROM {table}",
             have,
         )
         split = 4 * threads if kind == KINDS.index("kernel") and threads > 1 else 1
-        if path is not None and opsscan.wanted():
-            try:
-                parts += opsscan.scan_parts(path, table, kind, select, split, execs)
-                continue
-            except Unsupported:
-                pass  # (by SQL, below)
-        parts += [(select + where, bound) for where, bound in rowid_ranges(con, table, split)]
+        scanned = opsscan.scanned_parts(path, opsscan.scan_parts, table, kind, select, split, execs)
+        if scanned is None:  # by SQL
+            scanned = [(select + where, bound) for where, bound in rowid_ranges(con, table, split)]
+        parts += scanned
     return parts
 
 
@@ -344,13 +335,8 @@ def _read_small(path: Path, tables: Future, table: str, read, columnar, sql_of):
 def read_nvtx(con, columnar, sql: str, path: Path | None = None) -> list[np.ndarray]:
     """The columns of :func:`nvtx_sql`'s query ``sql`` (int64), or with ``path`` (the export's
     file) by a page scan where its pages are decoded (:func:`.opsscan.nvtx_parts`)."""
-    if path is not None and opsscan.wanted():
-        try:
-            if cols := opsscan.read_parts(opsscan.nvtx_parts(path, sql), NVTX_COLUMNS):
-                return cols
-        except Unsupported:
-            pass  # (by SQL, below)
-    return int_columns(con, columnar, sql, NVTX_COLUMNS)
+    cols = opsscan.read_scanned(path, NVTX_COLUMNS, opsscan.nvtx_parts, sql)
+    return int_columns(con, columnar, sql, NVTX_COLUMNS) if cols is None else cols
 
 
 def _read_ops_ahead(path: Path, tables: Future, execs: bool) -> tuple[list[np.ndarray], bool]:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import sqlite3
 from collections.abc import Callable, Iterator
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,9 +24,8 @@ import numpy as np
 
 from specscope.analysis import opsread
 from specscope.analysis.pagescan import Column, TableScan, Unsupported
-from specscope.analysis.sqlread import NULL_INT, readonly_uri
+from specscope.analysis.sqlread import NULL_INT, readonly_uri, rowid_bounds
 
-_LOW32 = 0xFFFFFFFF
 _NEEDS = {  # the columns each kind's ops query reads, besides start, end and the ids
     "kernel": ("shortName", "demangledName", "graphNodeId"),
     "memcpy": ("copyKind", "bytes", "graphNodeId"),
@@ -39,6 +39,28 @@ def wanted() -> bool:
     """Whether the GPU operations are read by page scans (not when ``SPECSCOPE_SQLITE_READER``
     names a SQL reader)."""
     return os.environ.get("SPECSCOPE_SQLITE_READER", "pages") == "pages"
+
+
+def scanned_parts(path: Path | None, parts_of: Callable[..., list], *args) -> list | None:
+    """``parts_of(path, *args)``, the page-scan parts of a table, or None where it is read by
+    SQL: no ``path``, a SQL reader chosen (:func:`wanted`), or the table refused
+    (:class:`.pagescan.Unsupported`)."""
+    if path is None or not wanted():
+        return None
+    try:
+        return parts_of(path, *args)
+    except Unsupported:
+        return None
+
+
+def read_scanned(path: Path | None, ncols: int, parts_of: Callable[..., list], *args):
+    """The ``ncols`` columns of the parts :func:`scanned_parts` gives, read (:func:`read_parts`);
+    None where the table is read by SQL, or a page refused on the way."""
+    try:
+        parts = scanned_parts(path, parts_of, *args)
+        return None if parts is None else read_parts(parts, ncols)
+    except Unsupported:
+        return None
 
 
 @dataclass(frozen=True)
@@ -64,8 +86,7 @@ def scan_parts(
     rows; ``select``: the table's ops query (no ``WHERE``), the parts' SQL. Raises
     :class:`.pagescan.Unsupported` where the table is not decoded (then read by SQL)."""
     wanted_names = ("start", "end", *_IDS, *_NEEDS[opsread.KINDS[kind]])
-    return table_parts(path, table, wanted_names, lambda have: op_values(kind, have, execs),
-                       select, parts)  # fmt: skip
+    return table_parts(path, table, wanted_names, op_values(kind, execs), select, parts)
 
 
 def runtime_parts(path: Path, select: str) -> list[tuple[ScanQuery, int]]:
@@ -78,7 +99,7 @@ def runtime_parts(path: Path, select: str) -> list[tuple[ScanQuery, int]]:
         defaults = (NULL_INT, NULL_INT, 0, 0, -1)
         return [_coalesce(cols, n, c, d) for c, d in zip(names, defaults, strict=True)]
 
-    return table_parts(path, opsread.RUNTIME, names, lambda have: values, select, 1)
+    return table_parts(path, opsread.RUNTIME, names, values, select, 1)
 
 
 def nvtx_parts(path: Path, select: str) -> list[tuple[ScanQuery, int]]:
@@ -91,17 +112,17 @@ def nvtx_parts(path: Path, select: str) -> list[tuple[ScanQuery, int]]:
     def values(cols: dict[str, Column]) -> list[np.ndarray]:
         n = len(cols["start"].values)
         keep = np.isin(_coalesce(cols, n, "eventType", -1), kinds)
-        end = cols["end"]
 
-        def null(c):
+        def null(c):  # IS NULL (a column the table lacks: NULL)
             col = cols.get(c)
-            return np.ones(n, bool) if col is None else (
-                col.null if col.null is not None else np.zeros(n, bool))  # fmt: skip
+            if col is None or col.null is None:
+                return np.full(n, col is None)
+            return col.null
 
         out = [
             _coalesce(cols, n, "start", NULL_INT),
             _coalesce(cols, n, "end", 0),
-            null("end").astype(np.int64) if end is not None else np.ones(n, np.int64),
+            null("end").astype(np.int64),
             _coalesce(cols, n, "textId", -1),
             _coalesce(cols, n, "globalTid", 0),
             _coalesce(cols, n, "domainId", 0),
@@ -111,8 +132,7 @@ def nvtx_parts(path: Path, select: str) -> list[tuple[ScanQuery, int]]:
         ]
         return [c[keep] for c in out]
 
-    return table_parts(path, opsread.NVTX, names, lambda have: values, select, 1,
-                       present={"text"}, rowids=True)  # fmt: skip
+    return table_parts(path, opsread.NVTX, names, values, select, 1, present={"text"}, rowids=True)
 
 
 def read_parts(parts: list[tuple[ScanQuery, int]], ncols: int) -> list[np.ndarray] | None:
@@ -133,24 +153,18 @@ def read_parts(parts: list[tuple[ScanQuery, int]], ncols: int) -> list[np.ndarra
     return [c[:n].copy() if n < len(c) else c for c in out]  # (fewer: holes, or rows left out)
 
 
-def table_parts(path, table, wanted_names, values_for, select, parts, present=(), rowids=False):
+def table_parts(path, table, wanted_names, values, select, parts, present=(), rowids=False):
     """``parts`` page-scan parts of ``table`` reading the columns ``wanted_names`` it has,
-    their values made by ``values_for(names it has)``; each with its bound and its SQL
-    (``select`` with the part's rowid range; ``select`` itself for a single part).
-    ``present``: names of which only whether they are NULL is read; ``rowids``: the rowid too
-    (as ``"rowid"``). The schema is read on a connection of its own (this may run on any
-    thread)."""
-    con = sqlite3.connect(readonly_uri(path), uri=True)
-    try:
-        return _table_parts(
-            con, path, table, wanted_names, values_for, select, parts, present, rowids
-        )
-    finally:
-        con.close()
-
-
-def _table_parts(con, path, table, wanted_names, values_for, select, parts, present, rowids):
-    info = con.execute(f"PRAGMA table_xinfo({table})").fetchall()
+    the query's columns made of them by ``values``; each with its bound and its SQL (``select``
+    with the part's rowid range; ``select`` itself for a single part). ``present``: names of
+    which only whether they are NULL is read; ``rowids``: the rowid too (as ``"rowid"``). The
+    schema is read on a connection of its own (this may run on any thread)."""
+    with closing(sqlite3.connect(readonly_uri(path), uri=True)) as con:
+        info = con.execute(f"PRAGMA table_xinfo({table})").fetchall()
+        root = con.execute(
+            "SELECT rootpage FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)
+        ).fetchone()
+        lo, hi = rowid_bounds(con, table)
     if any(r[6] for r in info):  # hidden or generated columns are not in every record
         raise Unsupported("generated columns")
     position = {r[1]: r[0] for r in info}
@@ -158,10 +172,6 @@ def _table_parts(con, path, table, wanted_names, values_for, select, parts, pres
     names = [c for c in wanted_names if c in position]
     if not {"start", "end"} <= set(names) or rowid_alias & set(names):
         raise Unsupported("a column the scan does not read")
-    root = con.execute("SELECT rootpage FROM sqlite_master WHERE type = 'table' AND name = ?",
-                       (table,)).fetchone()  # fmt: skip
-    lo = con.execute(f"SELECT min(rowid) FROM {table}").fetchone()[0]
-    hi = con.execute(f"SELECT max(rowid) FROM {table}").fetchone()[0]
     if not root or not root[0]:
         raise Unsupported("no B-tree")
     if lo is None:
@@ -171,7 +181,6 @@ def _table_parts(con, path, table, wanted_names, values_for, select, parts, pres
         names=(*names, "rowid") if rowids else names, present=[c in present for c in names],
         rowids=rowids,
     )  # fmt: skip
-    values = values_for(set(names))
     split = scan.parts(parts, int(lo))
     where = "" if len(split) == 1 else " WHERE rowid > {} AND rowid <= {}"
     return [
@@ -191,9 +200,9 @@ def _coalesce(cols: dict[str, Column], n: int, *names_then_default) -> np.ndarra
     return out
 
 
-def op_values(kind: int, have: set[str], execs: bool):
+def op_values(kind: int, execs: bool):
     """The function making the ops query's columns (start, end, corr, device:stream, names,
-    misc, [bytes]) of ``KINDS[kind]`` from a scan's columns ``have`` (the others NULL), as
+    misc, [bytes]) of ``KINDS[kind]`` from a scan's columns (those the table lacks: NULL), as
     :func:`.opsread.op_queries`' SQL does."""
     name = opsread.KINDS[kind]
 
@@ -204,7 +213,7 @@ def op_values(kind: int, have: set[str], execs: bool):
             return _coalesce(cols, n, *names_then_default)
 
         def packed(high, low):
-            return (high << 32) | (low & _LOW32)
+            return (high << 32) | (low & opsread.LOW32)
 
         out = [coalesce("start", NULL_INT), coalesce("end", NULL_INT)]
         out.append(coalesce("correlationId", 0))

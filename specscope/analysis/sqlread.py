@@ -206,15 +206,19 @@ def read_threads() -> int:
     return max(1, min(4, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1))
 
 
-def rowid_ranges(con: sqlite3.Connection, table: str, parts: int) -> list[tuple[str, int]]:
-    """``WHERE`` clauses splitting ``table`` into ``parts`` rowid ranges (in rowid order), each
-    with an upper bound of its row count (the width of the range).
-
-    ``min(rowid)`` and ``max(rowid)`` are B-tree seeks, so this costs nothing on a large table.
-    """
-    # two queries: SQLite seeks the B-tree for a lone min() or max(), but scans for both at once
+def rowid_bounds(con: sqlite3.Connection, table: str) -> tuple[int | None, int | None]:
+    """The smallest and largest rowid of ``table`` (None, None when it is empty): two B-tree
+    seeks, nothing on a large table. (Two queries: SQLite seeks for a lone ``min()`` or
+    ``max()``, but scans for both at once.)"""
     lo = con.execute(f"SELECT min(rowid) FROM {table}").fetchone()[0]
     hi = con.execute(f"SELECT max(rowid) FROM {table}").fetchone()[0]
+    return lo, hi
+
+
+def rowid_ranges(con: sqlite3.Connection, table: str, parts: int) -> list[tuple[str, int]]:
+    """``WHERE`` clauses splitting ``table`` into ``parts`` rowid ranges (in rowid order), each
+    with an upper bound of its row count (the width of the range)."""
+    lo, hi = rowid_bounds(con, table)
     if lo is None:
         return [("", 0)]
     if parts <= 1:
@@ -449,7 +453,9 @@ def int_columns_many(
     a column of dtype :data:`SPLIT32` or :data:`SPLIT32_UNIFORM` comes back as two arrays
     (high and low halves), one of :data:`NARROW32` as int32 or int64.
 
-    ``queries``: (sql, upper bound of its row count) pairs, e.g. from :func:`rowid_ranges`; the
+    ``queries``: (sql, upper bound of its row count) pairs, e.g. from :func:`rowid_ranges`, or
+    (page-scan part, bound) pairs (:class:`.opsscan.ScanQuery`: read without a connection; where
+    one meets what it does not decode, every part is read by its SQL instead); the
     result arrays are allocated once and each query fills its own slice, so the peak memory is
     the result itself (plus one batch per thread). A query may return fewer than ``ncols``
     columns: the missing trailing ones are 0 in its rows (cheaper than selecting constants).
