@@ -11,6 +11,9 @@ import importlib.util
 import os
 import shutil
 import struct
+import subprocess
+import time
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -98,3 +101,31 @@ def test_three_inputs_fit_1400_px(tmp_path):
     assert data["verdict_overflow_px"] <= 0, data["verdict_overflow_px"]
     assert data["overflow_px"] == 0
     assert data["ok"]
+
+
+def _live_in_group(pgid: int) -> list[int]:
+    """Processes of process group ``pgid`` that are not zombies (from /proc)."""
+    live = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = (Path("/proc") / entry / "stat").read_text()
+            except OSError:
+                continue
+            fields = stat[stat.rindex(")") + 2 :].split()  # state, ppid, pgrp, ...
+            if int(fields[2]) == pgid and fields[0] != "Z":
+                live.append(int(entry))
+    return live
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
+def test_stopping_the_browser_ends_the_helpers_it_started():
+    """A helper that outlives the browser process (as chromium's did, writing to the profile
+    while it was removed) is ended with it: the whole process group goes."""
+    proc = subprocess.Popen(["sh", "-c", "sleep 60 & sleep 60 & wait"], start_new_session=True)
+    deadline = time.monotonic() + 10
+    while len(_live_in_group(proc.pid)) < 3 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(_live_in_group(proc.pid)) == 3  # the shell and its two helpers
+    _browser_check()._stop(proc, linger=3)
+    assert _live_in_group(proc.pid) == []
