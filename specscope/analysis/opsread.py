@@ -10,6 +10,10 @@ takes 0.3-0.5 s on our 2-core machines, about as long as the read of 2 M GPU ops
     ops thread(s)  | KERNEL leaf runs (rowid ranges), MEMCPY, MEMSET -----------|
     second thread  | CUDA API calls, then NVTX events --------|
 
+The read threads run in a forked child process where :mod:`.forkread` allows it (Linux, exports
+up to 1 GiB), whose arrays are copied back when taken: on threads of this process, the read
+waits for the GIL while pandas is imported.
+
 Each of the three is read by a page scan (:mod:`.opsscan`, :mod:`.pagescan`: the tables' B-tree
 pages decoded in numpy, 2-2.5x less CPU than ADBC), or by SQL where the scan refuses a table
 (or ``SPECSCOPE_SQLITE_READER`` names a SQL reader); the arrays are the same either way.
@@ -39,7 +43,7 @@ from pathlib import Path
 
 import numpy as np
 
-from specscope.analysis import opsscan, progress
+from specscope.analysis import forkread, opsscan, progress
 from specscope.analysis.memory import narrow_ints, one_value_view
 from specscope.analysis.sqlread import (
     NARROW32,
@@ -253,9 +257,11 @@ and it would import pyarrow (0.1 s) even where the loader could do without."""
 def prefetch(path: str | Path, execs: bool = False) -> None:
     """Start reading the GPU operations, the CUDA API calls and the NVTX events of the export
     at ``path`` on background threads (module doc): the operations on one, the other two one
-    after the other on a second (they are done long before the operations); :func:`take` gets
-    each. ``execs``: read the graph ops' exec ids too (:func:`op_queries`), for an analysis
-    that will want the graph launches (one without a step spec, or with graph markers in it).
+    after the other on a second (they are done long before the operations); those threads run
+    in a child process where :mod:`.forkread` allows it (there the GIL is the child's own, and
+    the imports of the main thread do not hold up the read); :func:`take` gets each.
+    ``execs``: read the graph ops' exec ids too (:func:`op_queries`), for an analysis that
+    will want the graph launches (one without a step spec, or with graph markers in it).
     Does nothing for a file that is not plain SQLite (an xz-compressed export is decompressed
     by the loader first), for one smaller than :data:`PREFETCH_MIN_BYTES`, and where the reads
     are SQL (``SPECSCOPE_SQLITE_READER``) without the ADBC reader (the sqlite3 module's
@@ -274,6 +280,22 @@ def prefetch(path: str | Path, execs: bool = False) -> None:
         return  # the loader says what is wrong with the file
     if columnar is None and not scans:
         return
+    if scans and forkread.wanted(path):  # (no ADBC connection was opened to cross the fork)
+        try:
+            child = forkread.Child(lambda: _read_here(path, execs))
+        except OSError:
+            pass
+        else:
+            _pending[path.resolve()] = {what: _Forked(child, what) for what in READS}
+            return
+    _pending[path.resolve()] = _start(path, execs, columnar)
+
+
+READS = ("ops", "runtime", "nvtx")
+
+
+def _start(path: Path, execs: bool, columnar) -> dict[str, Future]:
+    """The reads of :func:`prefetch` started on threads of this process."""
     ops, small = ThreadPoolExecutor(1), ThreadPoolExecutor(1)
     tables = small.submit(_tables, path)  # (the sqlite3 connection stays in its thread)
     futures = {
@@ -283,11 +305,37 @@ def prefetch(path: str | Path, execs: bool = False) -> None:
         ),
         "nvtx": small.submit(_read_small, path, tables, NVTX, read_nvtx, columnar, nvtx_sql),
     }
-    _pending[path.resolve()] = futures
     if columnar is not None:
         small.submit(columnar.close)  # after both reads
     ops.shutdown(wait=False)
     small.shutdown(wait=False)
+    return futures
+
+
+def _read_here(path: Path, execs: bool) -> dict[str, object]:
+    """The reads of :func:`prefetch` run to the end (in a child process: :mod:`.forkread`);
+    a read that failed is None, as one of a table the export lacks."""
+    futures = _start(path, execs, None)
+    out = {}
+    for what, future in futures.items():
+        try:
+            out[what] = future.result()
+        except Exception:
+            out[what] = None
+    return out
+
+
+class _Forked:
+    """The read ``what`` of a :class:`.forkread.Child`, taken like a Future's result."""
+
+    def __init__(self, child: forkread.Child, what: str):
+        self.child, self.what = child, what
+
+    def result(self):
+        reads = self.child.result()
+        if reads is None:
+            raise RuntimeError("the read ahead failed")  # (take: the loader reads itself)
+        return reads[self.what]
 
 
 def pending(path: Path) -> bool:

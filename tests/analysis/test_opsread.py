@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -10,21 +11,34 @@ import pandas as pd
 import pytest
 from testdata import DATA
 
-from specscope.analysis import opsread
+from specscope.analysis import forkread, opsread
 from specscope.analysis.loader import load
 from specscope.errors import TraceError
 
 
-@pytest.fixture
-def small_prefetch(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.fixture(params=["process", "threads"])
+def small_prefetch(request, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Reads ahead of small exports, in a child process (where it can be) and on threads."""
     pytest.importorskip("adbc_driver_sqlite")
     monkeypatch.setattr(opsread, "PREFETCH_MIN_BYTES", 0)  # the test exports are small
+    monkeypatch.setenv("SPECSCOPE_READ_AHEAD", request.param)
+    # (idle threads of earlier tests, Dask's say, would keep the read in this process; the
+    # child touches nothing of theirs)
+    monkeypatch.setattr(forkread.threading, "active_count", lambda: 1)
+    if request.param == "process" and not forkread.wanted(DATA / "eagle_node_before.sqlite"):
+        pytest.skip("no read ahead in a child process here")
+    return request.param
+
+
+def _forked(path) -> bool:
+    return isinstance(opsread._pending[path.resolve()]["ops"], opsread._Forked)
 
 
 @pytest.mark.parametrize("name", ["eagle_node_before", "eagle_graph_before", "cpu_eagle_2023"])
 def test_prefetched_ops_are_the_loaders(name: str, small_prefetch) -> None:
     path = DATA / f"{name}.sqlite"
     opsread.prefetch(path, execs=True)
+    assert _forked(path) == (small_prefetch == "process")
     ahead = load(path)
     ops = ahead.ops
     assert "nvtx" in opsread._pending[path.resolve()]  # read ahead, not yet taken
@@ -95,11 +109,12 @@ def test_cli_output_is_the_same_with_the_read_ahead(args) -> None:
             capture_output=True,
             text=True,
             check=True,
+            env=os.environ | {"SPECSCOPE_READ_AHEAD": mode},
         )
-        for limit in ("0", str(1 << 40))
+        for limit, mode in (("0", "process"), ("0", "threads"), (str(1 << 40), "process"))
     ]
-    assert runs[0].stderr.startswith("True") and runs[1].stderr.startswith("False")
-    assert runs[0].stdout == runs[1].stdout and runs[0].stdout.startswith("{")
+    assert [r.stderr.startswith("True") for r in runs] == [True, True, False]
+    assert runs[0].stdout == runs[1].stdout == runs[2].stdout and runs[0].stdout.startswith("{")
 
 
 def test_api_calls_read_first_are_taken_from_the_read_ahead(small_prefetch) -> None:

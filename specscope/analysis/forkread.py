@@ -1,0 +1,287 @@
+"""Reading ahead in a child process, its arrays handed back through memory.
+
+:func:`.opsread.prefetch` starts the reads of the GPU operations, the CUDA API calls and the
+NVTX events while the CLI goes on importing pandas. On threads of the CLI's own process those
+reads hardly move while the imports run: a page scan is thousands of numpy calls, and after
+each one its thread waits for the GIL, which the importing thread holds. Reading the 2 M GPU
+ops of ``ops2m`` ahead ended 0.98-1.29 s after the start with ``import pandas`` beside it, and
+0.62-0.66 s with nothing beside it; in a child process, whose GIL is its own, it ended at
+0.74-0.91 s with the import beside it (``bench/bench_read_ahead.py``)::
+
+    parent | fork | import pandas, specscope.analysis ... | load(): take() waits | maps |
+    child         | ops scans (2 threads), API calls + NVTX (1) | writes out | exits
+
+The child runs ``work()`` (the same threaded reads as in-process), writes every array of its
+result to a memfd (a file in memory, :func:`os.memfd_create`; 0.04-0.06 s for the 103 MB of
+``ops2m``), and sends its progress reports and then a manifest (each array's dtype, shape and
+offset; a column of one value as that value; arrays under :data:`MAP_MIN_BYTES` themselves)
+through a pipe. The parent forwards the reports to :mod:`.progress` while it waits, then maps
+each array's pages (no copy: 2 ms), which go back to the system once the array and its views are
+dropped, as an array of its own would (the loader drops each read column once used).
+
+**Decided:** only where a fork is safe, and where it pays:
+
+- Linux (``os.memfd_create``; the child dies with its parent: ``PR_SET_PDEATHSIG``);
+- no Python thread but the main one (a fork copies only the calling thread; numpy's BLAS pool
+  holds no lock the child takes);
+- exports up to :data:`MAX_BYTES`: the child's writing out costs 0.4-0.6 s per GB of arrays,
+  and what it saves is bounded by the imports it overlaps (0.3-0.6 s);
+- ``SPECSCOPE_READ_AHEAD=threads`` reads ahead on threads instead.
+
+A child that fails, is killed or sends no manifest gives None: the loader then reads the tables
+itself and reports any error, as when nothing was read ahead.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+import mmap
+import os
+import pickle
+import select
+import signal
+import threading
+import warnings
+import weakref
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from specscope.analysis import progress
+
+MAX_BYTES = 1 << 30
+"""Larger exports are read ahead on threads (module doc: the copies would cost more than the
+imports the child overlaps)."""
+STALL_S = 60.0
+"""A child that sends nothing for this long is ended (it reports each part of the read it
+finishes: a second or less each, even at :data:`MAX_BYTES`), and the loader reads itself."""
+MAP_MIN_BYTES = 1 << 16
+"""Smaller arrays travel in the manifest (a mapping each would cost a page and a file handle)."""
+_ALIGN = 4096  # each array's offset in the memfd: a page (mmap's offsets are whole pages)
+_MANIFEST, _REPORT = b"M", b"P"
+
+
+class _Array(NamedTuple):
+    offset: int
+    dtype: str
+    shape: tuple[int, ...]
+
+
+class _Repeated(NamedTuple):
+    """A column of one value (:func:`.memory.one_value_view`: a stride-0 view), sent as it."""
+
+    value: Any
+    dtype: str
+    n: int
+
+
+def wanted(path: Path) -> bool:
+    """Whether :func:`.opsread.prefetch` reads ``path`` ahead in a child process (module doc)."""
+    if os.environ.get("SPECSCOPE_READ_AHEAD", "process") == "threads":
+        return False
+    if not (hasattr(os, "memfd_create") and hasattr(os, "fork")):
+        return False
+    return threading.active_count() == 1 and path.stat().st_size <= MAX_BYTES
+
+
+class Child:
+    """A forked process running ``work()`` (which returns nested lists, tuples and dicts of
+    arrays, numbers, bools and None); :meth:`result` waits for it and gives the same result in
+    the parent. Raises OSError where the fork fails."""
+
+    def __init__(self, work: Callable[[], Any]):
+        self._memfd = os.memfd_create("specscope-read-ahead", os.MFD_CLOEXEC)
+        try:
+            read, write = os.pipe()
+        except OSError:
+            os.close(self._memfd)
+            raise
+        parent = os.getpid()
+        try:
+            with warnings.catch_warnings():
+                # Python 3.12 warns of any other OS thread: numpy's idle BLAS pool (module doc)
+                warnings.simplefilter("ignore", DeprecationWarning)
+                pid = os.fork()
+        except OSError:
+            for fd in (self._memfd, read, write):
+                os.close(fd)
+            raise
+        if pid == 0:  # the child: never returns
+            os.close(read)
+            _run_child(work, self._memfd, write, parent)
+        os.close(write)
+        self.pid, self._pipe = pid, read
+        self._taken, self._result = False, None
+
+    def result(self) -> Any | None:
+        """What ``work()`` returned in the child (waiting for it), or None where it failed;
+        the child's progress reports are passed on to :func:`.progress.report` meanwhile."""
+        if not self._taken:
+            self._taken = True
+            try:
+                self._result = self._collect()
+            except Exception:
+                self._result = None
+            finally:
+                os.close(self._pipe)
+                os.close(self._memfd)
+                self._reap()
+        return self._result
+
+    def _collect(self) -> Any | None:
+        buffer, manifest = bytearray(), None
+        while True:
+            if not select.select([self._pipe], [], [], STALL_S)[0]:
+                os.kill(self.pid, signal.SIGKILL)  # stuck: the loader reads the tables itself
+                return None
+            if not (chunk := os.read(self._pipe, 1 << 16)):
+                break
+            buffer += chunk
+            while buffer[:1] == _REPORT and b"\n" in buffer:
+                end = buffer.index(b"\n")
+                done, total, stage = bytes(buffer[1:end]).decode().split(" ", 2)
+                del buffer[: end + 1]
+                progress.report(stage, int(done), int(total))
+        buffer = bytes(buffer)
+        if buffer[:1] == _MANIFEST and b"\n" in buffer:
+            length, data = buffer[1:].split(b"\n", 1)
+            if len(data) == int(length):
+                manifest = pickle.loads(data)  # (written by this program's child just now)
+        if self._reap() != 0 or manifest is None:
+            return None
+        return _decode(manifest, self._memfd)
+
+    def _reap(self) -> int | None:
+        """Wait for the child (once); its exit status."""
+        if getattr(self, "_status", None) is None:
+            _, status = os.waitpid(self.pid, 0)
+            self._status = os.waitstatus_to_exitcode(status)
+        return self._status
+
+
+def _run_child(work: Callable[[], Any], memfd: int, pipe: int, parent: int) -> None:
+    status = 1
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)  # Ctrl-C ends the child at once
+        _die_with(parent)
+
+        def report(stage: str, done: int, total: int) -> None:
+            _send(pipe, b"%s%d %d %s\n" % (_REPORT, done, total, stage.encode()))
+
+        with progress.hooked(report):
+            result = work()
+        data = pickle.dumps(_encode(result, memfd))
+        _send(pipe, b"%s%d\n" % (_MANIFEST, len(data)) + data)
+        status = 0
+    except BaseException:  # nothing is raised in a child: the parent reads the tables itself
+        pass
+    finally:
+        os._exit(status)  # (no atexit handlers, no buffers of the parent's flushed twice)
+
+
+def _die_with(parent: int) -> None:
+    """Have the kernel end this child when its parent ends (Linux ``prctl``)."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() != parent:  # the parent ended before the prctl
+        os._exit(1)
+
+
+def _send(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _encode(obj: Any, memfd: int) -> Any:
+    """``obj`` with each array replaced by its :class:`_Array` (or :class:`_Repeated`), the
+    arrays written to ``memfd``, each dropped once written (a list's items are taken out of
+    it), so that the child holds them once (two threads writing took as long as one)."""
+    placed: list[tuple[np.ndarray, int]] = []
+    manifest = _placed(obj, placed, [0])
+    for i in range(len(placed)):
+        _write(memfd, placed, i)
+    return manifest
+
+
+def _placed(obj: Any, placed: list, at: list[int]) -> Any:
+    """``obj`` with its arrays replaced by where they go (``at[0]``, which moves on); each
+    array and its offset appended to ``placed``."""
+    if isinstance(obj, np.ndarray):
+        if obj.ndim == 1 and len(obj) > 1 and obj.strides == (0,):
+            return _Repeated(obj[0].item(), obj.dtype.str, len(obj))
+        if obj.nbytes < MAP_MIN_BYTES:
+            return obj  # (pickled in the manifest)
+        array = np.ascontiguousarray(obj)
+        placed.append((array, at[0]))
+        at[0] += -(-array.nbytes // _ALIGN) * _ALIGN
+        return _Array(placed[-1][1], array.dtype.str, array.shape)
+    if isinstance(obj, list):
+        out = [_placed(item, placed, at) for item in obj]
+        obj.clear()  # (the arrays are held by ``placed`` alone now)
+        return out
+    if isinstance(obj, tuple):
+        return tuple(_placed(item, placed, at) for item in obj)
+    if isinstance(obj, dict):
+        return {key: _placed(value, placed, at) for key, value in obj.items()}
+    return obj
+
+
+def _write(memfd: int, placed: list, i: int) -> None:
+    """Write the ``i``-th placed array to its offset in ``memfd``, and drop it."""
+    array, offset = placed[i]
+    placed[i] = None
+    view = memoryview(array.reshape(-1).view(np.uint8))
+    done = 0
+    while done < len(view):
+        done += os.pwrite(memfd, view[done:], offset + done)
+
+
+def _decode(manifest: Any, memfd: int) -> Any:
+    """The result the manifest describes, each array mapped from its own pages of ``memfd``
+    (no copy), which are given back to the system (``MADV_REMOVE``) once the array and every
+    view of it are gone, as the pages of an array of this process would be."""
+    arrays: list[_Array] = []
+    _walk(manifest, arrays.append)
+    whole = mmap.mmap(memfd, os.fstat(memfd).st_size) if arrays else None
+    mapped = {}
+    for spec in arrays:
+        dtype = np.dtype(spec.dtype)
+        nbytes = dtype.itemsize * math.prod(spec.shape)  # (over MAP_MIN_BYTES: never 0)
+        pages = mmap.mmap(memfd, nbytes, offset=spec.offset)
+        weakref.finalize(pages, whole.madvise, mmap.MADV_REMOVE, spec.offset, nbytes)
+        mapped[spec.offset] = np.frombuffer(pages, dtype=dtype).reshape(spec.shape)
+    return _rebuilt(manifest, mapped)
+
+
+def _walk(obj: Any, visit: Callable[[_Array], None]) -> None:
+    if isinstance(obj, _Array):
+        visit(obj)
+    elif isinstance(obj, _Repeated):
+        return
+    elif isinstance(obj, list | tuple):
+        for item in obj:
+            _walk(item, visit)
+    elif isinstance(obj, dict):
+        for item in obj.values():
+            _walk(item, visit)
+
+
+def _rebuilt(obj: Any, copied: dict[int, np.ndarray]) -> Any:
+    if isinstance(obj, _Array):
+        return copied[obj.offset]
+    if isinstance(obj, _Repeated):
+        one = np.array([obj.value], dtype=np.dtype(obj.dtype))
+        return np.broadcast_to(one, (obj.n,))
+    if isinstance(obj, list):
+        return [_rebuilt(item, copied) for item in obj]
+    if isinstance(obj, tuple):
+        return tuple(_rebuilt(item, copied) for item in obj)
+    if isinstance(obj, dict):
+        return {key: _rebuilt(value, copied) for key, value in obj.items()}
+    return obj
