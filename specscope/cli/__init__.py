@@ -105,8 +105,19 @@ _INJECTED = ("LD_PRELOAD", "NVTX_INJECTION64_PATH", "CUDA_INJECTION64_PATH")
 """Variables that load a profiler or a sanitizer into the process: the usual exit with any."""
 
 
+BLAS_THREADS = "OPENBLAS_NUM_THREADS"
+"""Set to 1 for :data:`QUICK_EXIT_COMMANDS` where it is unset: numpy's OpenBLAS starts a thread
+per core when numpy is imported, and they spin a while (0.06 CPU-s of ``import numpy`` on our
+2-core machines, 0.15 CPU-s of the analysis of 2 M GPU ops, taken from the read ahead), for
+an analysis that multiplies no matrices. A value the user set is kept."""
+
+
 def main() -> None:
     """Console-script entry point: the command, then the end of the process (:func:`end`)."""
+    # the command: the first word that is not an option (the group's take no values)
+    command = next((a for a in sys.argv[1:] if not a.startswith("-")), None)
+    if command in QUICK_EXIT_COMMANDS:
+        os.environ.setdefault(BLAS_THREADS, "1")  # (before numpy is imported)
     try:
         cli(prog_name="specscope")
         code = 0
@@ -115,8 +126,6 @@ def main() -> None:
         code = 130
     except SystemExit as e:  # (click ends every command so, its exit code in it)
         code = e.code
-    # the command: the first word that is not an option (the group's take no values)
-    command = next((a for a in sys.argv[1:] if not a.startswith("-")), None)
     if command not in QUICK_EXIT_COMMANDS | {None} or any(map(os.environ.get, _INJECTED)):
         sys.exit(code)
     end(code)

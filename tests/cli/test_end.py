@@ -99,3 +99,26 @@ def test_only_commands_that_read_exports_end_without_the_teardown(
         cli_module.main()
     assert (e.value.args[0] if quick else e.value.code) == 0
     assert "Usage:" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("command", "given", "seen"),
+    [("analyze", None, "1"), ("analyze", "4", "4"), ("doctor", None, None)],
+    ids=["reading-command", "user-set", "workload-command"],
+)
+def test_commands_that_only_read_start_no_blas_threads(command, given, seen, tmp_path):
+    """The commands that read exports run numpy with one OpenBLAS thread (unless the user
+    chose); those that may run a workload leave the variable alone."""
+    env = {k: v for k, v in os.environ.items() if k != cli_module.BLAS_THREADS}
+    if given is not None:
+        env[cli_module.BLAS_THREADS] = given
+    code = (
+        "import atexit, os, sys; "
+        f"atexit.register(lambda: print('BLAS', os.environ.get({cli_module.BLAS_THREADS!r}), "
+        "file=sys.stderr)); sys.argv = ['specscope', *sys.argv[1:]]; "
+        "from specscope.cli import main; main()"
+    )
+    args = [command, "--help"]
+    done = subprocess.run([sys.executable, "-c", code, *args], env=env, capture_output=True)
+    assert done.returncode == 0, done.stderr
+    assert f"BLAS {seen}" in done.stderr.decode()
