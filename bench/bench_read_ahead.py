@@ -7,8 +7,9 @@ import beside it or nothing.
 (:func:`.opsread.prefetch`) and imports pandas meanwhile. Each run is a fresh Python process
 that does the same: prefetch, then ``import pandas`` (or nothing), then takes the three reads;
 it prints when (seconds from its start) the import ended and the reads were taken, and whether
-the read ran in a child process (:mod:`specscope.analysis.forkread`). Three ways, one of each per
-round, after one untimed round (page cache):
+the read ran in a child process (:mod:`specscope.analysis.forkread`); numpy runs one OpenBLAS
+thread, as in ``analyze``. Three ways, one of each per round, after one untimed round (page
+cache):
 
 - ``process``: ``SPECSCOPE_READ_AHEAD=process`` with the import beside it;
 - ``threads``: ``SPECSCOPE_READ_AHEAD=threads`` with the import beside it;
@@ -57,6 +58,7 @@ WAYS = {"process": "process", "threads": "threads", "alone": "threads"}
 def run_child(export: Path, way: str) -> dict:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     env["SPECSCOPE_READ_AHEAD"] = WAYS[way]
+    env.setdefault("OPENBLAS_NUM_THREADS", "1")  # (as the reading commands run: specscope.cli)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
     done = subprocess.run(
         [sys.executable, "-c", CHILD, str(export), way], capture_output=True, text=True, env=env

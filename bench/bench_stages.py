@@ -6,7 +6,9 @@ Runs the command in this process (its output to /dev/null) with the analysis' ma
 wrapped, and samples the resident set size every 5 ms on a thread; prints, per stage, the
 highest size sampled while it ran and the size when it ended (MiB), then the process' peak
 (``ru_maxrss``). A stage that runs inside another is listed on its own and counted in both.
-The figures of ``bench/README.md`` ("where the 20 M peak went") come from it; the tree is the
+Its sampling thread keeps the read ahead on threads of this process (a fork would not copy
+it: :mod:`specscope.analysis.forkread`), so that the read is among the stages measured. The
+figures of ``bench/README.md`` ("where the 20 M peak went") come from it; the tree is the
 one on ``sys.path`` (``PYTHONPATH=TREE`` measures another checkout).
 """
 

@@ -2,11 +2,13 @@
 
 :func:`.opsread.prefetch` starts the reads of the GPU operations, the CUDA API calls and the
 NVTX events while the CLI goes on importing pandas. On threads of the CLI's own process those
-reads hardly move while the imports run: a page scan is thousands of numpy calls, and after
-each one its thread waits for the GIL, which the importing thread holds. Reading the 2 M GPU
-ops of ``ops2m`` ahead ended 0.98-1.29 s after the start with ``import pandas`` beside it, and
-0.62-0.66 s with nothing beside it; in a child process, whose GIL is its own, it ended at
-0.74-0.91 s with the import beside it (``bench/bench_read_ahead.py``)::
+reads are held up while the imports run: a page scan is thousands of numpy calls, and after
+each one its thread waits for the GIL, which the importing thread holds. In a child process
+the GIL is the read's own. The read ahead of the 2 M GPU ops of ``ops2m``, best / median of 8,
+seconds from the start (``python bench/bench_read_ahead.py /tmp/bench/ops2m.sqlite --repeat
+8``, twice, load 1.2-1.35): on threads with ``import pandas`` beside them 0.92-1.00 / 1.01-1.09;
+in a child process with the import beside it 0.77-0.82 / 0.88-0.95; on threads alone, nothing
+beside them, 0.63-0.65 / 0.68-0.72::
 
     parent | fork | import pandas, specscope.analysis ... | load(): take() waits | maps |
     child         | ops scans (2 threads), API calls + NVTX (1) | writes out | exits
