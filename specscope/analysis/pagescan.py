@@ -16,14 +16,18 @@ caller reads the table with SQL instead (:func:`.opsread.read_ops`), so results 
 
 - a rowid table (not ``WITHOUT ROWID``) whose B-tree has table pages only (interior ``0x05``,
   leaf ``0x0d``), every leaf at one depth;
-- records small enough to sit in their page (no overflow pages: nsys rows are under 200 bytes);
+- records on overflow pages (a long NVTX text, say) are put together from their chains, one
+  by one in Python: nsys rows are under 200 bytes, such records rare;
 - the columns read holding integers or NULL (no floats, texts or blobs), but for those asked
   only whether they are NULL;
 - every record holding at least the columns read (no rows from before an ``ALTER TABLE ... ADD
   COLUMN``);
 - no pending write-ahead log (a ``-wal`` file beside the export).
 
-The file is opened read-only and only read (``os.pread``); nothing is written beside it.
+A damaged file is refused where SQLite would call it malformed and a value could be any
+bytes: a page twice in the tree, cells outside their page's content area or over each other,
+an overflow chain that leaves the file or does not end with its record. The file is opened
+read-only and only read (``os.pread``); nothing is written beside it.
 """
 
 from __future__ import annotations
@@ -211,11 +215,11 @@ class TableScan:
         try:
             for lo in range(0, len(pages), CHUNK_PAGES):
                 chunk = pages[lo : lo + CHUNK_PAGES]
-                yield self._decode(self._read_pages(fd, chunk), self._headers(chunk))
+                yield self._decode(self._read_pages(fd, chunk), self._headers(chunk), fd)
         finally:
             os.close(fd)
 
-    def _decode(self, buf: np.ndarray, hdr: np.ndarray) -> list[Column]:
+    def _decode(self, buf: np.ndarray, hdr: np.ndarray, fd: int) -> list[Column]:
         if len(hdr) and not (buf[hdr] == _LEAF).all():
             raise Unsupported("not a table leaf")
         count = self._cell_count(buf, hdr, 8)
@@ -230,13 +234,95 @@ class TableScan:
         else:
             rowid, n2 = None, _varint_lengths(buf, cell + n1)  # (its value is not needed)
         record = cell + n1 + n2
-        end = record + payload
-        overflow = len(cell) and (payload > self.usable - 35).any()
-        if overflow or (len(cell) and (end - page_start).max() > self.usable):
-            raise Unsupported("a record on overflow pages")
-        types, body = self._types(buf, record, end)
-        out = self._values(buf, body, types, end)
+        spilled = payload > self.usable - 35  # (the most a table leaf keeps in the page)
+        in_page = np.where(spilled, self._local(payload) + 4, payload) if spilled.any() else payload
+        self._check_layout(cell, record + in_page, page_start, hdr, count)
+        if spilled.any():
+            out = self._with_spilled(buf, record, payload, spilled, fd)
+        else:
+            end = record + payload
+            types, body = self._types(buf, record, end)
+            out = self._values(buf, body, types, end)
         return out + [Column(rowid, None)] if self.rowids else out
+
+    def _check_layout(self, cell, end, page_start, hdr, count) -> None:
+        """Every cell (``cell`` to ``end``: what of it is in the page) inside its page's
+        content area, after the header and the cell pointers and up to the usable end, and
+        none over another: SQLite calls such a page malformed, and a value read there would
+        be any bytes."""
+        if not len(cell):
+            return
+        if (end - page_start).max() > self.usable:
+            raise Unsupported("a record longer than its page")
+        if (cell < np.repeat(hdr + 8 + 2 * count, count)).any():
+            raise Unsupported("a cell over its page's header")
+        same = page_start[1:] == page_start[:-1]
+        if (cell[1:] < cell[:-1])[same].all():  # the usual order: each cell before the last
+            if (end[1:] > cell[:-1])[same].any():
+                raise Unsupported("cells over each other")
+            return
+        order = np.argsort(cell, kind="stable")  # (pages apart in the buffer: one sort)
+        if (end[order][:-1] > cell[order][1:]).any():
+            raise Unsupported("cells over each other")
+
+    def _local(self, payload: np.ndarray) -> np.ndarray:
+        """The bytes of a record of ``payload`` bytes kept in its table leaf when it goes on
+        on overflow pages (https://www.sqlite.org/fileformat2.html, "Cell Payload Overflow
+        Pages"); the first overflow page's number follows them."""
+        usable = self.usable
+        least = (usable - 12) * 32 // 255 - 23
+        local = least + (payload - least) % (usable - 4)
+        return np.where(local <= usable - 35, local, least)
+
+    def _with_spilled(self, buf, record, payload, spilled, fd) -> list[Column]:
+        """:meth:`_values` of records some of which go on on overflow pages: those
+        (``spilled``) put together whole in a buffer of their own and decoded there, the
+        others where they are."""
+        kept = ~spilled
+        end = record[kept] + payload[kept]
+        types, body = self._types(buf, record[kept], end)
+        here = self._values(buf, body, types, end)
+        whole, at = self._spilled_records(buf, record[spilled], payload[spilled], fd)
+        types, body = self._types(whole, at, at + payload[spilled])
+        there = self._values(whole, body, types, at + payload[spilled])
+        out = []
+        for a, b in zip(here, there, strict=True):
+            values = a.values
+            if len(a.values) or len(b.values):  # (a column asked only whether it is NULL)
+                values = np.empty(len(record), dtype=np.int64)
+                values[kept], values[spilled] = a.values, b.values
+            null = None
+            if a.null is not None or b.null is not None:
+                null = np.zeros(len(record), dtype=bool)
+                null[kept] = False if a.null is None else a.null
+                null[spilled] = False if b.null is None else b.null
+            out.append(Column(values, null))
+        return out
+
+    def _spilled_records(self, buf, record, payload, fd):
+        """The whole payloads of records that go on on overflow pages, one after the other in
+        a buffer (padded), and where each starts there: the part in the leaf (:meth:`_local`),
+        then each overflow page's ``usable - 4`` bytes after the next one's number."""
+        usable, local = self.usable, self._local(payload)
+        pieces, starts, at = [], [], 0
+        for r, size, mine in zip(record.tolist(), payload.tolist(), local.tolist(), strict=True):
+            data = bytearray(buf[r : r + mine].tobytes())
+            page = int.from_bytes(buf[r + mine : r + mine + 4].tobytes(), "big")
+            for _ in range(-(-(size - mine) // (usable - 4))):  # the pages the rest needs
+                if not 1 <= page <= self._pages:
+                    raise Unsupported("an overflow page beyond the file")
+                content = os.pread(fd, usable, (page - 1) * self.page_size)
+                if len(content) != usable:
+                    raise Unsupported("a short read")
+                page = int.from_bytes(content[:4], "big")
+                data += content[4 : 4 + size - len(data)]
+            if len(data) != size or page:  # (the last page of a chain points nowhere)
+                raise Unsupported("an overflow chain that does not end with its record")
+            pieces.append(data)
+            starts.append(at)
+            at += size
+        whole = np.frombuffer(b"".join(pieces) + bytes(_PAD), dtype=np.uint8)
+        return whole, np.array(starts, dtype=np.int64)
 
     def _types(self, buf, record, end) -> tuple[np.ndarray, np.ndarray]:
         """The serial types of the first :attr:`width` columns of each record, (rows, width),

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from specscope.analysis import opsread, sqlread
+from specscope.analysis import opsread, opsscan, sqlread
 from specscope.analysis.pagescan import TableScan, Unsupported, page_geometry
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -134,10 +134,7 @@ def test_whether_a_text_is_null_and_the_rowids(tmp_path):
     assert np.array_equal(np.array(want), np.column_stack([text, b, rowid]))
 
 
-@pytest.mark.parametrize(
-    "case",
-    ["float", "text in an int column", "overflow", "added column"],
-)
+@pytest.mark.parametrize("case", ["float", "text in an int column", "added column"])
 def test_what_it_does_not_decode_is_refused(tmp_path, case):
     rows = [("a", i, i) for i in range(2000)]
     path = _make(tmp_path / "t.sqlite", rows, "s TEXT, b INTEGER, c INTEGER")
@@ -146,8 +143,6 @@ def test_what_it_does_not_decode_is_refused(tmp_path, case):
         con.execute("UPDATE t SET c = 1.5 WHERE rowid = 10")
     elif case == "text in an int column":
         con.execute("UPDATE t SET c = 'abc' WHERE rowid = 10")
-    elif case == "overflow":
-        con.execute("UPDATE t SET s = ? WHERE rowid = 77", ("z" * 20000,))
     else:
         con.execute("ALTER TABLE t ADD COLUMN d INTEGER")
         con.execute("INSERT INTO t VALUES ('b', 1, 2, 3)")
@@ -156,6 +151,74 @@ def test_what_it_does_not_decode_is_refused(tmp_path, case):
     names = ["b", "d"] if case == "added column" else ["b", "c"]
     with pytest.raises(Unsupported):
         _scan(path, names)
+
+
+@pytest.mark.parametrize("page_size", [512, 4096, 65536])
+def test_records_on_overflow_pages(tmp_path, page_size):
+    """Texts around the length a leaf keeps (local part, one overflow page, long chains),
+    before and after the integers read; the rest of the rows in their pages."""
+    usable = page_size  # (no reserved bytes)
+    edges = [usable - 36, usable - 35, usable - 34, usable, 2 * usable, 5 * usable + 7, 70_000]
+    rng = np.random.default_rng(page_size)
+    rows = []
+    for i in range(3000):
+        long = edges[i % len(edges)] - 40 + int(rng.integers(0, 80)) if i % 5 == 0 else 3
+        rows.append(("s" * long, INTS[i % len(INTS)], None if i % 7 == 0 else i, "t" * (i % 300)))
+    path = _make(tmp_path / "t.sqlite", rows, "s TEXT, b INTEGER, c INTEGER, u TEXT", page_size)
+    _same_as_sql(path, ["b", "c"])
+    cid, root, lo, hi = _where(path)
+    scan = TableScan(path, root, [cid["c"], cid["u"]], hi, present=[False, True])
+    null = np.concatenate([cols[0].null for p in scan.parts(2, lo) for cols in scan.batches(p[0])])
+    assert np.array_equal(null, _sql(path, ["c"])[1][0])
+
+
+def _overflow_pointer(path: Path) -> tuple[int, int]:
+    """Where the one record on overflow pages keeps its first overflow page's number (file
+    offset), and that number."""
+    cid, root, lo, hi = _where(path)
+    size, usable = page_geometry(path)
+    data = path.read_bytes()
+    leaf = data[(root - 1) * size : root * size]
+    assert leaf[0] == 0x0D  # (one leaf: the test's table is small)
+    for k in range(int.from_bytes(leaf[3:5], "big")):
+        cell = int.from_bytes(leaf[8 + 2 * k : 10 + 2 * k], "big")
+        payload, at = leaf[cell], cell + 1  # (one-byte varints: records under 128 bytes...)
+        if payload & 0x80:  # (...but this one: two bytes)
+            payload = ((payload & 0x7F) << 7) | leaf[cell + 1]
+            at += 1
+        if payload > usable - 35:
+            least = (usable - 12) * 32 // 255 - 23
+            local = least + (payload - least) % (usable - 4)
+            local = local if local <= usable - 35 else least
+            offset = (root - 1) * size + at + 1 + local  # (a one-byte rowid)
+            return offset, int.from_bytes(data[offset : offset + 4], "big")
+    raise AssertionError("no record on overflow pages")
+
+
+@pytest.mark.parametrize("damage", ["beyond the file", "no page", "a chain too long"])
+def test_a_damaged_overflow_chain_is_refused(tmp_path, damage):
+    rows = [("a", i, i) for i in range(20)]
+    path = _make(tmp_path / "t.sqlite", rows, "s TEXT, b INTEGER, c INTEGER", page_size=512)
+    con = sqlite3.connect(path)
+    con.execute("UPDATE t SET s = ? WHERE rowid = 7", ("z" * 1500,))  # (8 bits of length)
+    con.commit()
+    con.close()
+    where = _where(path)
+    _same_as_sql(path, ["b", "c"])
+    offset, first = _overflow_pointer(path)
+    data = bytearray(path.read_bytes())
+    if damage == "beyond the file":
+        data[offset : offset + 4] = (10_000).to_bytes(4, "big")
+    elif damage == "no page":
+        data[offset : offset + 4] = bytes(4)
+    else:  # the chain's last page pointing on, to the first
+        page = first
+        while nxt := int.from_bytes(data[(page - 1) * 512 : (page - 1) * 512 + 4], "big"):
+            page = nxt
+        data[(page - 1) * 512 : (page - 1) * 512 + 4] = first.to_bytes(4, "big")
+    path.write_bytes(bytes(data))
+    with pytest.raises(Unsupported, match="overflow"):
+        _scan(path, ["b", "c"], where=where)
 
 
 def test_a_pending_write_ahead_log_is_refused(tmp_path):
@@ -198,6 +261,7 @@ def test_the_ops_read_equals_the_sql_read(path, monkeypatch):
 
 @pytest.mark.parametrize("change", ["float start", "long kernel row", "no deviceId"])
 def test_an_export_it_cannot_decode_is_read_by_sql(tmp_path, monkeypatch, change):
+    """(A long kernel row, on overflow pages, is decoded since: the same arrays still.)"""
     path = tmp_path / "e.sqlite"
     shutil.copy(DATA / "eagle_node_before.sqlite", path)
     con = sqlite3.connect(path)
@@ -247,13 +311,17 @@ def test_the_api_calls_and_nvtx_reads_equal_the_sql_reads(path, table, monkeypat
     _assert_same(_read(path, table, "pages", monkeypatch), want)
 
 
-@pytest.mark.parametrize("change", ["long texts", "no text column", "open ranges"])
+@pytest.mark.parametrize(
+    "change", ["long texts", "texts on overflow pages", "no text column", "open ranges"]
+)
 def test_nvtx_events_of_other_shapes(tmp_path, monkeypatch, change):
     path = tmp_path / "e.sqlite"
     shutil.copy(DATA / "cpu_eagle_2023.sqlite", path)
     con = sqlite3.connect(path)
     if change == "long texts":
         con.execute("UPDATE NVTX_EVENTS SET text = printf('%.300c', 'r') WHERE rowid % 3 = 0")
+    elif change == "texts on overflow pages":  # (decoded, not read by SQL: scanned below)
+        con.execute("UPDATE NVTX_EVENTS SET text = printf('%.9000c', 'r') WHERE rowid % 5 = 0")
     elif change == "no text column":
         con.execute("ALTER TABLE NVTX_EVENTS DROP COLUMN text")
     else:
@@ -261,14 +329,26 @@ def test_nvtx_events_of_other_shapes(tmp_path, monkeypatch, change):
     con.commit()
     con.close()
     _assert_same(_nvtx(path, "pages", monkeypatch), _nvtx(path, "sqlite3", monkeypatch))
+    if change == "texts on overflow pages":
+        with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as con:
+            sql = opsread.nvtx_sql(opsread.table_columns(con, opsread.NVTX))
+        monkeypatch.setenv("SPECSCOPE_SQLITE_READER", "pages")
+        scanned = opsscan.read_scanned(path, opsread.NVTX_COLUMNS, opsscan.nvtx_parts, sql)
+        assert scanned is not None  # the pages decoded, chains and all
+        _assert_same(scanned, _nvtx(path, "sqlite3", monkeypatch))
 
 
-@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("seed", range(10))
 def test_damaged_pages_are_refused_or_read(tmp_path, seed):
     """Bytes of a table's pages overwritten at random: the scan reads or refuses
-    (:class:`Unsupported`), never fails otherwise (nor loops: a page twice in the tree)."""
+    (:class:`Unsupported`), never fails otherwise (nor loops: a page twice in the tree); the
+    odd seeds with texts on overflow pages in every 50th row (damaged chains)."""
     rows = [(i, -i, None if i % 5 else i * 7) for i in range(20000)]
-    path = _make(tmp_path / "t.sqlite", rows, page_size=512)
+    columns, names = "a INTEGER, b INTEGER, c INTEGER", ["a", "b", "c"]
+    if seed % 2:
+        rows = [(r[0], "x" * (3000 if r[0] % 50 == 0 else 1), *r[1:]) for r in rows]
+        columns, names = "a INTEGER, s TEXT, b INTEGER, c INTEGER", ["a", "b", "c"]
+    path = _make(tmp_path / "t.sqlite", rows, columns, page_size=512)
     where = _where(path)
     data = bytearray(path.read_bytes())
     rng = np.random.default_rng(seed)
@@ -276,7 +356,7 @@ def test_damaged_pages_are_refused_or_read(tmp_path, seed):
         data[at] = rng.integers(0, 256)
     path.write_bytes(bytes(data))
     try:
-        _scan(path, ["a", "b", "c"], where=where)
+        _scan(path, names, where=where)
     except Unsupported:
         pass
 
