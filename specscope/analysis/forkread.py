@@ -33,7 +33,7 @@ RSS: 0.2 GiB less "peak RSS" at 20 M GPU ops, 11 MiB at 2 M, that were not less 
 - exports up to :data:`MAX_BYTES`: the child's writing out costs 0.4-0.6 s per GB of arrays,
   what it saves is bounded by the imports it overlaps (0.3-0.6 s), and its arrays sit on
   4 KiB pages where numpy's own get huge ones (random access over hundreds of MB is slower).
-  ``analyze --preset eagle`` (``/usr/bin/time``, alternating, 01:43-01:47 UTC) of 8 M GPU ops
+  ``analyze --preset eagle`` (``/usr/bin/time``, alternating, 01:39-01:47 UTC) of 8 M GPU ops
   (733 MB): 4.09-5.56 s (median 4.28) and 601-610 MiB in a child, 4.25-4.63 s (median 4.45)
   and 663-676 MiB on threads; of 20 M (1.9 GB), 10.2-12.3 s and 1.27 GiB in a child, 8.5-10.0
   s and 1.33-1.34 GiB on threads;
