@@ -8,6 +8,7 @@ the same loop traced as whole graphs.
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -15,3 +16,11 @@ DATA = ROOT / "tests" / "data"
 BEFORE = DATA / "eagle_node_before.sqlite"
 AFTER = DATA / "eagle_node_after.sqlite"
 GRAPH = DATA / "eagle_graph_before.sqlite"
+
+
+def bench_module(name: str):
+    """The script ``bench/<name>.py`` loaded as a module (the scripts are not a package)."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / "bench" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
 import sqlite3
 
-from testdata import AFTER, ROOT
+from testdata import AFTER, bench_module
 
 
 def _bench():
-    spec = importlib.util.spec_from_file_location("bench_read", ROOT / "bench" / "bench_read.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return bench_module("bench_read")
 
 
 def test_every_read_is_timed_and_the_readers_agree(capsys):

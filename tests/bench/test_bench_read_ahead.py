@@ -2,18 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
 import os
 
-from testdata import AFTER, ROOT
+from testdata import AFTER, bench_module
 
 
 def _bench():
-    path = ROOT / "bench" / "bench_read_ahead.py"
-    spec = importlib.util.spec_from_file_location("bench_read_ahead", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return bench_module("bench_read_ahead")
 
 
 def test_each_way_is_timed_and_the_arrays_agree(capsys):

@@ -2,17 +2,11 @@
 
 from __future__ import annotations
 
-import importlib.util
-
-from testdata import AFTER, ROOT
+from testdata import AFTER, bench_module
 
 
 def _bench():
-    path = ROOT / "bench" / "bench_stages.py"
-    spec = importlib.util.spec_from_file_location("bench_stages", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return bench_module("bench_stages")
 
 
 def test_every_stage_that_ran_has_a_row_and_the_peak_follows(capsys, monkeypatch):
