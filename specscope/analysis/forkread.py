@@ -39,8 +39,9 @@ RSS: 0.2 GiB less "peak RSS" at 20 M GPU ops, 11 MiB at 2 M, that were not less 
   s and 1.33-1.34 GiB on threads;
 - ``SPECSCOPE_READ_AHEAD=threads`` reads ahead on threads instead.
 
-A child that fails, is killed or sends no manifest gives None: the loader then reads the tables
-itself and reports any error, as when nothing was read ahead.
+A child that fails, is killed, sends no manifest or nothing at all for :data:`STALL_S` gives
+None: the loader then reads the tables itself and reports any error, as when nothing was read
+ahead.
 """
 
 from __future__ import annotations
@@ -64,8 +65,8 @@ import numpy as np
 from specscope.analysis import progress
 
 MAX_BYTES = 1 << 30
-"""Larger exports are read ahead on threads (module doc: the copies would cost more than the
-imports the child overlaps)."""
+"""Larger exports are read ahead on threads (module doc: the child's writing out and its 4 KiB
+pages cost more than the imports it overlaps save)."""
 STALL_S = 60.0
 """A child that sends nothing for this long is ended (it reports each part of the read it
 finishes: a second or less each, even at :data:`MAX_BYTES`), and the loader reads itself."""
@@ -125,7 +126,7 @@ class Child:
             _run_child(work, self._memfd, write, parent)
         os.close(write)
         self.pid, self._pipe = pid, read
-        self._taken, self._result = False, None
+        self._taken, self._result, self._status = False, None, None
 
     def result(self) -> Any | None:
         """What ``work()`` returned in the child (waiting for it), or None where it failed;
@@ -165,11 +166,15 @@ class Child:
             return None
         return _decode(manifest, self._memfd)
 
-    def _reap(self) -> int | None:
-        """Wait for the child (once); its exit status."""
-        if getattr(self, "_status", None) is None:
-            _, status = os.waitpid(self.pid, 0)
-            self._status = os.waitstatus_to_exitcode(status)
+    def _reap(self) -> int:
+        """Wait for the child (once); its exit status (-1: not this process' to wait for, as
+        where the program ignores ``SIGCHLD``)."""
+        if self._status is None:
+            try:
+                _, status = os.waitpid(self.pid, 0)
+                self._status = os.waitstatus_to_exitcode(status)
+            except ChildProcessError:
+                self._status = -1
         return self._status
 
 

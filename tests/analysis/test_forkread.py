@@ -176,3 +176,13 @@ def test_the_child_ends_with_its_parent(tmp_path) -> None:
             return
         time.sleep(0.01)
     pytest.fail("the read-ahead child outlived its parent")
+
+
+def test_a_program_that_ignores_its_children_gets_none():
+    """With ``SIGCHLD`` ignored the kernel reaps the child itself: no exit status to check, so
+    the result is not trusted (the loader reads the tables) and nothing raises."""
+    previous = signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+    try:
+        assert forkread.Child(lambda: [np.arange(3)]).result() is None
+    finally:
+        signal.signal(signal.SIGCHLD, previous)
