@@ -1,0 +1,19 @@
+#!/bin/bash
+# Every goal of issue 19 in one sitting: the commands behind the goal tables of bench/README.md.
+#
+#   bash bench/goal_sitting.sh [EXPORTS]     # EXPORTS: where make_export.py wrote them (/tmp/bench)
+#
+# EXPORTS holds ops2m.sqlite, ops2m_nonvtx.sqlite, ops20m.sqlite and ops20m_nonvtx.sqlite
+# (bench/README.md, "Running"; the 20 M ones take minutes to make), and ops2m_b.sqlite for
+# bench_cli.py's compare. Run it on an otherwise idle machine: about 4 minutes on 2 cores.
+set -e
+cd "$(dirname "$0")/.."
+exports="${1:-/tmp/bench}"
+unset PYTHONDONTWRITEBYTECODE  # (timings with bytecode cached, as users run)
+echo "=== start $(date -u +%H:%M:%S) $(git rev-parse --short HEAD) load $(cut -d' ' -f1 /proc/loadavg)"
+python bench/bench_analyze.py "$exports/ops2m.sqlite"
+python bench/bench_analyze.py "$exports/ops2m_nonvtx.sqlite" --preset ''
+python bench/bench_scale.py "$exports/ops2m.sqlite" "$exports/ops20m.sqlite"
+python bench/bench_scale.py "$exports/ops20m_nonvtx.sqlite" --preset '' --no-nsys
+python bench/bench_cli.py --a "$exports/ops2m.sqlite" --b "$exports/ops2m_b.sqlite"
+echo "=== end $(date -u +%H:%M:%S) load $(cut -d' ' -f1 /proc/loadavg)"
