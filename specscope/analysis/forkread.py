@@ -218,10 +218,15 @@ def _encode(obj: Any, memfd: int) -> Any:
     """``obj`` with each array replaced by its :class:`_Array` (or :class:`_Repeated`), the
     arrays written to ``memfd``, each dropped once written (a list's items are taken out of
     it), so that the child holds them once (two threads writing took as long as one)."""
-    placed: list[tuple[np.ndarray, int]] = []
+    placed: list[tuple[np.ndarray, int] | None] = []
     manifest = _placed(obj, placed, [0])
-    for i in range(len(placed)):
-        _write(memfd, placed, i)
+    for i, (array, offset) in enumerate(placed):
+        placed[i] = None  # (the array dropped once written)
+        view = memoryview(array.reshape(-1).view(np.uint8))
+        done = 0
+        while done < len(view):
+            done += os.pwrite(memfd, view[done:], offset + done)
+        del array, view
     return manifest
 
 
@@ -248,59 +253,38 @@ def _placed(obj: Any, placed: list, at: list[int]) -> Any:
     return obj
 
 
-def _write(memfd: int, placed: list, i: int) -> None:
-    """Write the ``i``-th placed array to its offset in ``memfd``, and drop it."""
-    array, offset = placed[i]
-    placed[i] = None
-    view = memoryview(array.reshape(-1).view(np.uint8))
-    done = 0
-    while done < len(view):
-        done += os.pwrite(memfd, view[done:], offset + done)
-
-
 def _decode(manifest: Any, memfd: int) -> Any:
     """The result the manifest describes, each array mapped from its own pages of ``memfd``
     (no copy; populated: module doc), which are given back to the system (``MADV_REMOVE``)
     once the array and every view of it are gone, as the pages of an array of this process
     would be."""
-    arrays: list[_Array] = []
-    _walk(manifest, arrays.append)
-    whole = mmap.mmap(memfd, os.fstat(memfd).st_size) if arrays else None
-    mapped = {}
-    for spec in arrays:
+    size = os.fstat(memfd).st_size
+    whole = mmap.mmap(memfd, size) if size else None  # (the pages given back through it)
+
+    def mapped(spec: _Array) -> np.ndarray:
         dtype = np.dtype(spec.dtype)
         nbytes = dtype.itemsize * math.prod(spec.shape)  # (over MAP_MIN_BYTES: never 0)
         pages = mmap.mmap(
             memfd, nbytes, flags=mmap.MAP_SHARED | mmap.MAP_POPULATE, offset=spec.offset
         )
         weakref.finalize(pages, whole.madvise, mmap.MADV_REMOVE, spec.offset, nbytes)
-        mapped[spec.offset] = np.frombuffer(pages, dtype=dtype).reshape(spec.shape)
+        return np.frombuffer(pages, dtype=dtype).reshape(spec.shape)
+
     return _rebuilt(manifest, mapped)
 
 
-def _walk(obj: Any, visit: Callable[[_Array], None]) -> None:
+def _rebuilt(obj: Any, mapped: Callable[[_Array], np.ndarray]) -> Any:
+    """``obj`` (a manifest) with each :class:`_Array` replaced by ``mapped(it)`` and each
+    :class:`_Repeated` by its stride-0 view."""
     if isinstance(obj, _Array):
-        visit(obj)
-    elif isinstance(obj, _Repeated):
-        return
-    elif isinstance(obj, list | tuple):
-        for item in obj:
-            _walk(item, visit)
-    elif isinstance(obj, dict):
-        for item in obj.values():
-            _walk(item, visit)
-
-
-def _rebuilt(obj: Any, copied: dict[int, np.ndarray]) -> Any:
-    if isinstance(obj, _Array):
-        return copied[obj.offset]
+        return mapped(obj)
     if isinstance(obj, _Repeated):
         one = np.array([obj.value], dtype=np.dtype(obj.dtype))
         return np.broadcast_to(one, (obj.n,))
     if isinstance(obj, list):
-        return [_rebuilt(item, copied) for item in obj]
+        return [_rebuilt(item, mapped) for item in obj]
     if isinstance(obj, tuple):
-        return tuple(_rebuilt(item, copied) for item in obj)
+        return tuple(_rebuilt(item, mapped) for item in obj)
     if isinstance(obj, dict):
-        return {key: _rebuilt(value, copied) for key, value in obj.items()}
+        return {key: _rebuilt(value, mapped) for key, value in obj.items()}
     return obj

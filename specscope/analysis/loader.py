@@ -438,7 +438,7 @@ class Trace:
             return ahead
         threads, runtime = read_threads(), None
         if self.has(RUNTIME) and "_runtime" not in self.__dict__:
-            if threads > 1 and (self._columnar is not None or opsscan.wanted()):
+            if threads > 1 and (opsscan.wanted() or self._columnar is not None):
                 runtime = ThreadPoolExecutor(1)
                 runtime.submit(lambda: self._runtime)
         try:

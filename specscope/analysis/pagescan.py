@@ -235,12 +235,15 @@ class TableScan:
             rowid, n2 = None, _varint_lengths(buf, cell + n1)  # (its value is not needed)
         record = cell + n1 + n2
         spilled = payload > self.usable - 35  # (the most a table leaf keeps in the page)
-        in_page = np.where(spilled, self._local(payload) + 4, payload) if spilled.any() else payload
-        self._check_layout(cell, record + in_page, page_start, hdr, count)
         if spilled.any():
-            out = self._with_spilled(buf, record, payload, spilled, fd)
+            local = self._local(payload[spilled])
+            in_page = payload.copy()
+            in_page[spilled] = local + 4  # (the first overflow page's number after them)
+            self._check_layout(cell, record + in_page, page_start, hdr, count)
+            out = self._with_spilled(buf, record, payload, spilled, local, fd)
         else:
             end = record + payload
+            self._check_layout(cell, end, page_start, hdr, count)
             types, body = self._types(buf, record, end)
             out = self._values(buf, body, types, end)
         return out + [Column(rowid, None)] if self.rowids else out
@@ -274,15 +277,15 @@ class TableScan:
         local = least + (payload - least) % (usable - 4)
         return np.where(local <= usable - 35, local, least)
 
-    def _with_spilled(self, buf, record, payload, spilled, fd) -> list[Column]:
+    def _with_spilled(self, buf, record, payload, spilled, local, fd) -> list[Column]:
         """:meth:`_values` of records some of which go on on overflow pages: those
-        (``spilled``) put together whole in a buffer of their own and decoded there, the
-        others where they are."""
+        (``spilled``, of which ``local`` bytes are in the leaf) put together whole in a buffer
+        of their own and decoded there, the others where they are."""
         kept = ~spilled
         end = record[kept] + payload[kept]
         types, body = self._types(buf, record[kept], end)
         here = self._values(buf, body, types, end)
-        whole, at = self._spilled_records(buf, record[spilled], payload[spilled], fd)
+        whole, at = self._spilled_records(buf, record[spilled], payload[spilled], local, fd)
         types, body = self._types(whole, at, at + payload[spilled])
         there = self._values(whole, body, types, at + payload[spilled])
         out = []
@@ -299,11 +302,12 @@ class TableScan:
             out.append(Column(values, null))
         return out
 
-    def _spilled_records(self, buf, record, payload, fd):
+    def _spilled_records(self, buf, record, payload, local, fd):
         """The whole payloads of records that go on on overflow pages, one after the other in
-        a buffer (padded), and where each starts there: the part in the leaf (:meth:`_local`),
-        then each overflow page's ``usable - 4`` bytes after the next one's number."""
-        usable, local = self.usable, self._local(payload)
+        a buffer (padded), and where each starts there: the ``local`` bytes in the leaf
+        (:meth:`_local`), then each overflow page's ``usable - 4`` bytes after the next one's
+        number."""
+        usable = self.usable
         pieces, starts, at = [], [], 0
         for r, size, mine in zip(record.tolist(), payload.tolist(), local.tolist(), strict=True):
             data = bytearray(buf[r : r + mine].tobytes())
