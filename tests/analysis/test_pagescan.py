@@ -385,3 +385,28 @@ def test_without_preadv_the_sql_reader_reads(monkeypatch):
     with pytest.raises(Unsupported):
         page_geometry(path)
     _assert_same(_ops(path, "pages", monkeypatch, False), want)
+
+
+@pytest.mark.parametrize("damage", ["cells over each other", "a cell over the header"])
+def test_a_leaf_whose_cells_lie_over_each_other_is_refused(tmp_path, damage):
+    """SQLite calls such a page malformed; a value read there could be any bytes."""
+    path = _make(tmp_path / "t.sqlite", [(i, -i, i * 3) for i in range(50)], page_size=4096)
+    where = _where(path)
+    _same_as_sql(path, ["a", "b", "c"])
+    root = where[1]
+    data = bytearray(path.read_bytes())
+    page = (root - 1) * 4096 + (100 if root == 1 else 0)  # the one leaf's header
+    assert data[page] == 0x0D
+    first = int.from_bytes(data[page + 8 : page + 10], "big")  # the first cell's offset
+    if damage == "cells over each other":
+        data[page + 10 : page + 12] = first.to_bytes(2, "big")  # the second cell: the first's
+    else:
+        data[page + 10 : page + 12] = (page % 4096 + 8).to_bytes(2, "big")  # in the pointers
+    path.write_bytes(bytes(data))
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:  # what SQLite says of it
+        assert con.execute("PRAGMA integrity_check").fetchone()[0] != "ok"
+    finally:
+        con.close()
+    with pytest.raises(Unsupported, match="over"):
+        _scan(path, ["a", "b", "c"], where=where)
