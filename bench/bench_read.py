@@ -5,11 +5,12 @@
 For each reader, a child process reads the GPU operations (:func:`.opsread.read_ops`, on the
 threads ``analyze`` uses), the CUDA API calls and the NVTX events of EXPORT the way the analysis
 does (ADBC imported and connected before the clock starts), and prints its wall and CPU time
-per read and its peak RSS; ``SPECSCOPE_SQLITE_READER``
-picks the reader (``pages``: :mod:`specscope.analysis.pagescan`, where the tables' pages are
-decoded in numpy). Runs alternate between the readers, one of each per round, after one
-untimed round (page cache); best and median per reader and read. The arrays of every reader are
-checked equal to the first's (dtypes, shapes, values); a difference is an error (exit 1).
+per read and its peak RSS; ``SPECSCOPE_SQLITE_READER`` picks the reader (``pages``:
+:mod:`specscope.analysis.pagescan`, where the tables' pages are decoded, by its C fast path
+where a compiler built it; ``numpy``: the same with ``SPECSCOPE_NATIVE=0``, numpy only). Runs
+alternate between the readers, one of each per round, after one untimed round (page cache);
+best and median per reader and read. The arrays of every reader are checked equal to the
+first's (dtypes, shapes, values); a difference is an error (exit 1).
 """
 
 from __future__ import annotations
@@ -58,7 +59,8 @@ print(json.dumps(out))
 def run_child(export: Path, reader: str) -> dict:
     """One child's reads of ``export`` with ``reader``: {read: [wall, cpu, rows]}, peak, digest."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    env["SPECSCOPE_SQLITE_READER"] = reader
+    env["SPECSCOPE_SQLITE_READER"] = "pages" if reader == "numpy" else reader
+    env["SPECSCOPE_NATIVE"] = "0" if reader == "numpy" else "1"
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
     done = subprocess.run(
         [sys.executable, "-c", CHILD, str(export), reader], capture_output=True, text=True, env=env
@@ -71,7 +73,9 @@ def run_child(export: Path, reader: str) -> dict:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("export", type=Path)
-    p.add_argument("--readers", default="pages,adbc", help="comma-separated (pages,adbc,sqlite3)")
+    p.add_argument(
+        "--readers", default="pages,adbc", help="comma-separated (pages,numpy,adbc,sqlite3)"
+    )
     p.add_argument("--repeat", type=int, default=3)
     a = p.parse_args(argv)
     if not a.export.is_file():

@@ -11,11 +11,24 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from specscope.analysis import opsread, opsscan, sqlread
+from specscope.analysis import native, opsread, opsscan, sqlread
 from specscope.analysis.pagescan import TableScan, Unsupported, page_geometry
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 EXPORTS = sorted(DATA.rglob("*.sqlite"))
+
+
+@pytest.fixture(autouse=True, params=["native", "numpy"])
+def decoder(request, monkeypatch):
+    """Every test twice: cells decoded by the C fast path where it reads them
+    (:mod:`specscope.analysis.native`; skipped where no compiler builds it), and by numpy only."""
+    if request.param == "numpy":
+        monkeypatch.setenv("SPECSCOPE_NATIVE", "0")
+    elif native.library() is None:
+        pytest.skip("no C compiler here: the page scan stays in numpy")
+    return request.param
+
+
 INTS = [0, 1, -1, 127, -128, 128, 32767, -32768, 2**23, -(2**23), 2**31 - 1, -(2**31),
         2**40, -(2**47), 2**47 - 1, 2**62, -(2**63), 2**63 - 1]  # fmt: skip
 

@@ -1,0 +1,167 @@
+"""The page scan's C fast path (``pagescan.c``): compiled on first use, cached, loaded by ctypes.
+
+The numpy decoding of :mod:`.pagescan` spends most of its time gathering values (one fancy
+index per column of every record); the C loop of ``pagescan.c`` reads the same cells in one
+pass, 5-8x faster, and ctypes lets go of the GIL during the call, so the read's threads run
+it in parallel as they do numpy. It decodes only the usual case (its header says which); for
+any other chunk it says so and the numpy decoder, the reference, takes the chunk: results
+never differ (``tests/analysis/test_pagescan_native.py``).
+
+How it is built, each rule for a reason:
+
+- **With the machine's C compiler, on first use** (``$CC``, else ``cc``): a source file of a
+  hundred lines needs no build system, and a package installed without one still runs. Where
+  no compiler runs, or its output does not load, :func:`library` is None and every read stays
+  in numpy (the speed of the sessions before this module).
+- **Cached per source, compiler and machine** in ``$SPECSCOPE_CACHE`` (else
+  ``$XDG_CACHE_HOME/specscope``, else ``~/.cache/specscope``), under a name of their hash:
+  compiled once (0.1-0.3 s), then only loaded; a changed source is a new file. Written to a
+  temporary name and renamed into place, so a process that finds the file finds it whole,
+  whichever of two compiling at once renames last.
+- **Loaded only if it is this user's own** and no one else may write it (code run in this
+  process: not a file another user put in a shared cache).
+- ``SPECSCOPE_NATIVE=0`` turns it off (the numpy decoder only).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import hashlib
+import os
+import platform
+import shlex
+import shutil
+import subprocess
+import tempfile
+import threading
+from pathlib import Path
+
+import numpy as np
+
+SOURCE = Path(__file__).with_name("pagescan.c")
+COMPILE_TIMEOUT_S = 60
+_LOCK = threading.Lock()  # (the read's threads ask at once; one compiles)
+_I64 = ctypes.POINTER(ctypes.c_int64)
+_U8 = ctypes.POINTER(ctypes.c_uint8)
+
+
+def cache_dir() -> Path:
+    """Where compiled code is kept (module doc)."""
+    if own := os.environ.get("SPECSCOPE_CACHE"):
+        return Path(own)
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "specscope"
+
+
+def enabled() -> bool:
+    """Whether the C fast path may be used (``SPECSCOPE_NATIVE`` is not ``0``)."""
+    return os.environ.get("SPECSCOPE_NATIVE", "1") != "0"
+
+
+def library():
+    """``decode_leaves`` of the compiled ``pagescan.c`` (ctypes), or None: turned off, no
+    compiler, or a build or load that failed (module doc)."""
+    if not enabled():
+        return None
+    with _LOCK:
+        return _library(cache_dir(), os.environ.get("CC", "cc"))
+
+
+@functools.cache
+def _library(where: Path, cc: str):
+    compiler = shlex.split(cc)
+    if not compiler or shutil.which(compiler[0]) is None:
+        return None
+    source = SOURCE.read_bytes()
+    key = hashlib.sha256(
+        b"\0".join([source, " ".join(compiler).encode(), platform.machine().encode()])
+    ).hexdigest()[:16]
+    built = where / f"pagescan-{key}.so"
+    try:
+        if not built.exists():
+            _compile(compiler, built)
+        if not _own(built):
+            return None
+        lib = ctypes.CDLL(str(built))
+    except (OSError, subprocess.SubprocessError):
+        return None
+    fn = lib.decode_leaves
+    fn.restype = ctypes.c_int64
+    fn.argtypes = [_U8, _I64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64]
+    fn.argtypes += [ctypes.c_int64, _I64, _U8, ctypes.c_int64, _I64, _U8, _I64, _I64]
+    return fn
+
+
+def _own(built: Path) -> bool:
+    """Whether ``built`` is this user's and no one else may write it (code loaded into this
+    process: not a file another user could have put in a shared cache)."""
+    st = built.stat()
+    return st.st_uid == os.getuid() and not st.st_mode & 0o022
+
+
+def _compile(compiler: list[str], built: Path) -> None:
+    """Compile :data:`SOURCE` into ``built`` (a temporary file renamed into place)."""
+    built.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=built.stem, suffix=".tmp", dir=built.parent)
+    os.close(fd)
+    try:
+        subprocess.run(
+            [*compiler, "-O2", "-shared", "-fPIC", "-o", tmp, str(SOURCE)],
+            check=True,
+            capture_output=True,
+            timeout=COMPILE_TIMEOUT_S,
+        )
+        os.replace(tmp, built)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def _ptr(a: np.ndarray, kind):
+    return a.ctypes.data_as(kind)
+
+
+def decode_leaves(
+    fn,
+    buf: np.ndarray,
+    hdr: np.ndarray,
+    cells: int,
+    page_size: int,
+    usable: int,
+    width: int,
+    positions: tuple[int, ...],
+    present: tuple[bool, ...],
+    rowids: bool,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None] | None:
+    """The wanted columns of the leaf pages in ``buf`` (headers at ``hdr``, ``cells`` cells in
+    all) by ``fn`` (:func:`library`): values ``[columns, cells] int64``, NULLs ``[columns,
+    cells] bool``, NULLs per column, and the rowids (or None); None where the pages are not
+    all in the usual case (``pagescan.c``), for the numpy decoder to take."""
+    ncols = len(positions)
+    values = np.empty((ncols, cells), dtype=np.int64)
+    nulls = np.empty((ncols, cells), dtype=np.uint8)
+    counts = np.empty(ncols, dtype=np.int64)
+    ids = np.empty(cells, dtype=np.int64) if rowids else None
+    hdr = np.ascontiguousarray(hdr, dtype=np.int64)
+    pos = np.asarray(positions, dtype=np.int64)
+    only_null = np.asarray(present, dtype=np.uint8)
+    rows = fn(
+        _ptr(buf, _U8),
+        _ptr(hdr, _I64),
+        len(hdr),
+        page_size,
+        usable,
+        width,
+        ncols,
+        _ptr(pos, _I64),
+        _ptr(only_null, _U8),
+        cells,
+        _ptr(values, _I64),
+        _ptr(nulls, _U8),
+        _ptr(counts, _I64),
+        None if ids is None else _ptr(ids, _I64),
+    )
+    if rows != cells:  # -1: not the usual case (a count that differs cannot happen)
+        return None
+    return values, nulls.view(bool), counts, ids

@@ -1,0 +1,220 @@
+"""The page scan's C fast path (specscope.analysis.native, pagescan.c) against its reference,
+the numpy decoding of :class:`specscope.analysis.pagescan.TableScan`: chunk by chunk, the C
+loop gives the same columns, or gives up (None) and numpy takes the chunk: on every table of
+the committed exports, on random rows of every serial type, and on damaged pages, where it
+must never read what numpy refuses. Then how it is built: cached, turned off, no compiler."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from specscope.analysis import native
+from specscope.analysis.pagescan import CHUNK_PAGES, Column, TableScan, Unsupported
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+EXPORTS = sorted(DATA.rglob("*.sqlite"))
+TABLES = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET",
+          "CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS", "StringIds")  # fmt: skip
+TEXT = ("TEXT",)
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """The compiled fast path, in a cache of this module's own (skipped without a compiler)."""
+    cache = tmp_path_factory.mktemp("native-cache")
+    old = os.environ.get("SPECSCOPE_CACHE")
+    os.environ["SPECSCOPE_CACHE"] = str(cache)
+    try:
+        fn = native.library()
+        if fn is None:
+            pytest.skip("no C compiler here: the page scan stays in numpy")
+        yield fn
+    finally:
+        if old is None:
+            del os.environ["SPECSCOPE_CACHE"]
+        else:
+            os.environ["SPECSCOPE_CACHE"] = old
+
+
+def _scan_of(path: Path, table: str, all_columns: bool = True) -> TableScan | None:
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        info = con.execute(f"PRAGMA table_info({table})").fetchall()
+        if not info:
+            return None
+        root = con.execute("SELECT rootpage FROM sqlite_master WHERE name = ?", (table,)).fetchone()
+        hi = con.execute(f"SELECT max(rowid) FROM {table}").fetchone()[0] or 0
+    finally:
+        con.close()
+    positions = [r[0] for r in info]
+    present = [r[2].upper() in TEXT for r in info]  # texts: only whether they are NULL
+    return TableScan(path, root[0], positions, hi, present=present, rowids=all_columns)
+
+
+def _same(a: list[Column], b: list[Column]) -> None:
+    assert len(a) == len(b)
+    for x, y in zip(a, b, strict=True):
+        assert x.values.dtype == y.values.dtype == np.int64
+        assert np.array_equal(x.values, y.values)
+        assert (x.null is None) == (y.null is None)
+        if x.null is not None:
+            assert x.null.dtype == y.null.dtype == bool
+            assert np.array_equal(x.null, y.null)
+
+
+def _compare(scan: TableScan, monkeypatch, chunk: int = CHUNK_PAGES) -> tuple[int, int]:
+    """Every chunk of ``scan`` by the fast path and by numpy: equal where the fast path reads
+    it, refused by numpy nowhere the fast path reads; (chunks read fast, chunks in all)."""
+    fast, total = 0, 0
+    fd = os.open(scan.path, os.O_RDONLY)
+    try:
+        for lo in range(0, len(scan.leaves), chunk):
+            pages = scan.leaves[lo : lo + chunk]
+            buf, hdr = scan._read_pages(fd, pages), scan._headers(pages)
+            got = scan._decode_native(buf, hdr)
+            with monkeypatch.context() as m:
+                m.setattr(native, "library", lambda: None)
+                try:
+                    want = scan._decode(buf, hdr, fd)
+                except Unsupported:
+                    want = None
+            total += 1
+            if got is not None:
+                assert want is not None, "the fast path read a chunk numpy refuses"
+                _same(got, want)
+                fast += 1
+    finally:
+        os.close(fd)
+    return fast, total
+
+
+@pytest.mark.parametrize("path", EXPORTS, ids=lambda p: p.stem)
+def test_every_table_of_the_exports_reads_the_same(path, built, monkeypatch):
+    read = 0
+    for table in TABLES:
+        if (scan := _scan_of(path, table)) is not None:
+            fast, total = _compare(scan, monkeypatch)
+            read += fast
+            if table != "StringIds":  # (the GPU and API tables: all in the usual case)
+                assert fast == total, table
+    assert read  # the fast path did read here
+
+
+def _random_table(path: Path, rng, page_size: int, n: int) -> Path:
+    """Columns of every serial type: integers of each width, NULLs, 0 and 1, short and long
+    texts (two-byte header entries), a float."""
+    ints = [0, 1, -1, 127, -128, 128, 32767, -32768, 2**23, -(2**23), 2**31 - 1, -(2**31),
+            2**40, -(2**47), 2**47 - 1, 2**62, -(2**63), 2**63 - 1]  # fmt: skip
+
+    def value(kind: int, i: int):
+        r = rng.random()
+        if r < 0.1:
+            return None
+        if kind == 0:
+            return int(rng.choice(ints))
+        if kind == 1:
+            return int(rng.integers(-(2**62), 2**62)) >> int(rng.integers(0, 62))
+        if kind == 2:  # 58 bytes and up (a header entry of two bytes, left to numpy) only in
+            # the first rows: the pages after them are in the usual case at any page size
+            return "x" * int(rng.integers(0, 80) if i < n // 8 else rng.integers(0, 58))
+        return float(rng.random()) if r > 0.95 else int(rng.integers(0, 3))
+
+    con = sqlite3.connect(path)
+    con.execute(f"PRAGMA page_size = {page_size}")
+    con.execute("CREATE TABLE t (a INTEGER, b INTEGER, s TEXT, c INTEGER, d INTEGER)")
+    rows = [(value(0, i), value(1, i), value(2, i), value(1, i), value(3, i)) for i in range(n)]
+    con.executemany("INSERT INTO t VALUES (?, ?, ?, ?, ?)", rows)
+    con.commit()
+    con.close()
+    return path
+
+
+@pytest.mark.parametrize("page_size", [512, 4096, 65536])
+@pytest.mark.parametrize("seed", range(3))
+def test_random_rows_of_every_serial_type(tmp_path, built, monkeypatch, page_size, seed):
+    rng = np.random.default_rng(seed)
+    path = _random_table(tmp_path / "t.sqlite", rng, page_size, 6000)
+    cid = {"a": 0, "b": 1, "s": 2, "c": 3, "d": 4}
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    root = con.execute("SELECT rootpage FROM sqlite_master WHERE name = 't'").fetchone()[0]
+    hi = con.execute("SELECT max(rowid) FROM t").fetchone()[0]
+    con.close()
+    fast = 0
+    for names, present in ((("a", "b", "c"), ()), (("a", "s", "c"), (False, True, False))):
+        scan = TableScan(path, root, [cid[x] for x in names], hi, present=present, rowids=True)
+        fast += _compare(scan, monkeypatch, chunk=3)[0]
+    assert fast  # (chunks of three pages: some hold no float, no long text)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_damaged_pages_are_read_alike_or_left_to_numpy(tmp_path, built, monkeypatch, seed):
+    """Bytes overwritten at random (as ``test_pagescan``'s fuzz): no chunk the fast path reads
+    differs from numpy's reading, or is one numpy refuses."""
+    rng = np.random.default_rng(100 + seed)
+    path = _random_table(tmp_path / "t.sqlite", rng, 512, 4000)
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    root = con.execute("SELECT rootpage FROM sqlite_master WHERE name = 't'").fetchone()[0]
+    hi = con.execute("SELECT max(rowid) FROM t").fetchone()[0]
+    con.close()
+    scan = TableScan(path, root, [0, 1, 3], hi, rowids=True)  # (the tree, before the damage)
+    data = bytearray(path.read_bytes())
+    for at in rng.integers(1024, len(data), 60):
+        data[at] = rng.integers(0, 256)
+    path.write_bytes(bytes(data))
+    _compare(scan, monkeypatch, chunk=2)
+
+
+def test_what_is_not_the_usual_case_is_left_to_numpy(tmp_path, built):
+    """A record on overflow pages, a header entry of two bytes, a float: None, for numpy."""
+    for row in [(1, "y" * 9000, 2), (1, "y" * 100, 2), (1.5, "", 2)]:
+        path = tmp_path / f"t{len(row[1])}{type(row[0]).__name__}.sqlite"
+        con = sqlite3.connect(path)
+        con.execute("CREATE TABLE t (a, s, b)")
+        con.executemany("INSERT INTO t VALUES (?, ?, ?)", [(7, "", 8), row])
+        con.commit()
+        con.close()
+        scan = TableScan(path, 2, [0, 2], 2)
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            buf, hdr = scan._read_pages(fd, scan.leaves), scan._headers(scan.leaves)
+        finally:
+            os.close(fd)
+        assert scan._decode_native(buf, hdr) is None
+
+
+def _child(env: dict[str, str]) -> str:
+    """``native.library()`` in a fresh interpreter with ``env``: "built" or "none"."""
+    code = "from specscope.analysis import native; print('built' if native.library() else 'none')"
+    out = subprocess.run([sys.executable, "-c", code], env={**os.environ, **env},
+                         capture_output=True, text=True, check=True)  # fmt: skip
+    return out.stdout.strip()
+
+
+def test_built_once_then_loaded_from_the_cache(tmp_path, built):
+    cache = tmp_path / "cache"
+    assert _child({"SPECSCOPE_CACHE": str(cache)}) == "built"
+    (so,) = cache.glob("pagescan-*.so")
+    made = so.stat().st_mtime_ns
+    assert _child({"SPECSCOPE_CACHE": str(cache)}) == "built"
+    assert [p.name for p in cache.iterdir()] == [so.name]  # no temporary left, no second build
+    assert so.stat().st_mtime_ns == made
+
+
+def test_turned_off_without_a_compiler_or_a_writable_cache(tmp_path, built):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    assert _child({"SPECSCOPE_CACHE": str(tmp_path / "c"), "SPECSCOPE_NATIVE": "0"}) == "none"
+    assert _child({"SPECSCOPE_CACHE": str(tmp_path / "c"), "CC": "no-such-cc"}) == "none"
+    assert _child({"SPECSCOPE_CACHE": str(blocker / "under")}) == "none"
+    broken = tmp_path / "broken-cc"
+    broken.write_text("#!/bin/sh\nexit 1\n")
+    broken.chmod(0o755)
+    assert _child({"SPECSCOPE_CACHE": str(tmp_path / "d"), "CC": str(broken)}) == "none"
+    assert not list((tmp_path / "d").glob("*"))  # a failed build leaves nothing behind
