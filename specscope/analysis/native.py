@@ -40,7 +40,7 @@ from pathlib import Path
 import numpy as np
 
 SOURCE = Path(__file__).with_name("pagescan.c")
-COMPILE_TIMEOUT_S = 60
+COMPILE_TIMEOUT_S = 20  # (gcc takes 0.1-0.3 s: a compiler that hangs is given up)
 _LOCK = threading.Lock()  # (the read's threads ask at once; one compiles)
 _I64 = ctypes.POINTER(ctypes.c_int64)
 _U8 = ctypes.POINTER(ctypes.c_uint8)
@@ -62,17 +62,22 @@ def enabled() -> bool:
 def library():
     """``decode_leaves`` of the compiled ``pagescan.c`` (ctypes), or None: turned off, no
     compiler, or a build or load that failed (module doc)."""
+    return describe()[0]
+
+
+def describe() -> tuple[object | None, str]:
+    """(:func:`library`, what it is): the compiled file's path, or why there is none."""
     if not enabled():
-        return None
+        return None, "turned off (SPECSCOPE_NATIVE=0)"
     with _LOCK:
         return _library(cache_dir(), os.environ.get("CC", "cc"))
 
 
 @functools.cache
-def _library(where: Path, cc: str):
+def _library(where: Path, cc: str) -> tuple[object | None, str]:
     compiler = shlex.split(cc)
     if not compiler or shutil.which(compiler[0]) is None:
-        return None
+        return None, f"no C compiler {cc!r} on PATH"
     source = SOURCE.read_bytes()
     key = hashlib.sha256(
         b"\0".join([source, " ".join(compiler).encode(), platform.machine().encode()])
@@ -82,15 +87,22 @@ def _library(where: Path, cc: str):
         if not built.exists():
             _compile(compiler, built)
         if not _own(built):
-            return None
+            return None, f"{built} is not this user's own, or others may write it"
         lib = ctypes.CDLL(str(built))
-    except (OSError, subprocess.SubprocessError):
-        return None
+    except subprocess.CalledProcessError as e:
+        return None, f"{cc} failed on {SOURCE.name}: {_last_line(e.stderr)}"
+    except (OSError, subprocess.SubprocessError) as e:
+        return None, f"{built}: {e}"
     fn = lib.decode_leaves
     fn.restype = ctypes.c_int64
     fn.argtypes = [_U8, _I64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64]
     fn.argtypes += [ctypes.c_int64, _I64, _U8, ctypes.c_int64, _I64, _U8, _I64, _I64]
-    return fn
+    return fn, str(built)
+
+
+def _last_line(err: bytes | None) -> str:
+    lines = (err or b"").decode(errors="replace").strip().splitlines()
+    return lines[-1] if lines else "no message"
 
 
 def _own(built: Path) -> bool:

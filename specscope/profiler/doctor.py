@@ -10,7 +10,9 @@ One :class:`Check` per line, each with the fix when it fails:
   really are in the export;
 - ``gpu``       GPU names and driver (none: ``specscope profile`` drops ``cuda`` from ``-t``);
 - ``packages``  torch, triton, nvtx versions;
-- ``mode``      the CUDA-graph trace mode ``specscope profile`` will record with by default.
+- ``mode``      the CUDA-graph trace mode ``specscope profile`` will record with by default;
+- ``reader``    whether the page scan runs its C fast path here (:mod:`specscope.analysis.native`)
+  or numpy only (a warning: the same results, the read 2x slower).
 """
 
 from __future__ import annotations
@@ -180,7 +182,22 @@ def _machine_checks(gpus: list[manifest.Gpu], packages: dict[str, str | None]) -
         f"{flags.capture_range} (override: --graph-trace, --trace, "
         "--capture-range)",
     )
-    return [gpu, versions, mode]
+    return [gpu, versions, mode, reader_check()]
+
+
+def reader_check() -> Check:
+    """``reader``: the page scan's C fast path built and loaded here, or why not."""
+    from specscope.analysis import native
+
+    fn, what = native.describe()
+    if fn is not None:
+        return Check("reader", OK, f"exports are page-scanned with the C fast path ({what})")
+    return Check(
+        "reader",
+        WARN,
+        f"exports are page-scanned in numpy only (the same results, slower): {what}",
+        "install a C compiler (gcc), set CC, or unset SPECSCOPE_NATIVE",
+    )
 
 
 def run_checks(

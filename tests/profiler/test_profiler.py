@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import stat
 import sys
 from pathlib import Path
@@ -467,6 +468,22 @@ def test_doctor_names_missing_importer_libraries(fake_env, monkeypatch):
     assert importer.startswith("FAIL") and "libdw.so.1" in importer and "libdw1" in importer
     nvtx = next(line for line in lines if line.startswith("warn  nvtx"))
     assert "0.2.14" in nvtx and "nvtx==0.2.11" in nvtx
+
+
+@pytest.mark.parametrize("cc", ["no-such-cc", None])
+def test_doctor_says_how_exports_are_read(fake_env, monkeypatch, tmp_path, cc):
+    """The page scan's C fast path built (ok, its file) or not (a warning naming why)."""
+    monkeypatch.setenv("SPECSCOPE_CACHE", str(tmp_path / "cache"))
+    if cc is not None:
+        monkeypatch.setenv("CC", cc)
+    elif shutil.which("cc") is None:
+        pytest.skip("no C compiler here")
+    r = CliRunner().invoke(doctor, ["--no-probe"])
+    reader = next(line for line in r.output.splitlines() if "reader" in line)
+    if cc is None:
+        assert reader.startswith("ok    reader") and str(tmp_path / "cache") in reader
+    else:
+        assert reader.startswith("warn  reader") and "no-such-cc" in reader and "fix:" in reader
 
 
 def test_ctrl_c_leaves_a_usable_folder(fake_env, tmp_path):
