@@ -12,8 +12,8 @@ What a scan gives for a column: its value in every row (``int64``) and where it 
 only the latter, for a column that may hold text).
 
 Where the machine has a C compiler, each chunk is first handed to ``pagescan.c``
-(:mod:`.native`): one C loop over the cells reads the usual case (every page below) 5-8x
-faster than the numpy passes, which remain the reference and take every chunk it gives back
+(:mod:`.native`): one C loop over the cells reads the usual case 2-3x faster than the numpy
+passes, which remain the reference and take every chunk it gives back
 (``tests/analysis/test_pagescan_native.py`` compares the two).
 
 Only what an nsys export holds is decoded; anything else raises :class:`Unsupported` and the
