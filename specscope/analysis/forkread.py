@@ -11,11 +11,13 @@ in a child process with the import beside it 0.77-0.82 / 0.88-0.95; on threads a
 beside them, 0.63-0.65 / 0.68-0.72::
 
     parent | fork | import pandas, specscope.analysis ... | load(): take() waits | maps |
-    child         | ops scans (2 threads), API calls + NVTX (1) | writes out | exits
+    child         | ops scans (2 threads), API calls + NVTX (1), into the memfd | exits
 
-The child runs ``work()`` (the same threaded reads as in-process), writes every array of its
-result to a memfd (a file in memory, :func:`os.memfd_create`; 0.04-0.06 s for the 103 MB of
-``ops2m``), and sends its progress reports and then a manifest (each array's dtype, shape and
+The child runs ``work()`` (the same threaded reads as in-process), whose result arrays are
+allocated in a memfd (a file in memory, :func:`os.memfd_create`) from the start
+(:class:`_Arena`, through ``allocate_with``), so the reads write them there; any other array of
+its result is written to the memfd after them (writing all of ``ops2m``'s 103 MB out took 0.04
+s), and it sends its progress reports and then a manifest (each array's dtype, shape and
 offset; a column of one value as that value; arrays under :data:`MAP_MIN_BYTES` themselves)
 through a pipe. The parent forwards the reports to :mod:`.progress` while it waits, then maps
 each array's pages (no copy: 15-17 ms for ``ops2m``), which go back to the system once the array
@@ -102,9 +104,12 @@ def wanted(path: Path) -> bool:
 class Child:
     """A forked process running ``work()`` (which returns nested lists, tuples and dicts of
     arrays, numbers, bools and None); :meth:`result` waits for it and gives the same result in
-    the parent. Raises OSError where the fork fails."""
+    the parent. ``allocate_with(empty)``, called in the child before ``work()``, hands the work
+    an allocator ``empty(n, dtype)`` of arrays in the memfd itself (:class:`_Arena`: returned
+    whole, they are mapped by the parent without being written out). Raises OSError where the
+    fork fails."""
 
-    def __init__(self, work: Callable[[], Any]):
+    def __init__(self, work: Callable[[], Any], allocate_with: Callable | None = None):
         self._memfd = os.memfd_create("specscope-read-ahead", os.MFD_CLOEXEC)
         try:
             read, write = os.pipe()
@@ -123,7 +128,7 @@ class Child:
             raise
         if pid == 0:  # the child: never returns
             os.close(read)
-            _run_child(work, self._memfd, write, parent)
+            _run_child(work, self._memfd, write, parent, allocate_with)
         os.close(write)
         self.pid, self._pipe = pid, read
         self._taken, self._result, self._status = False, None, None
@@ -178,7 +183,7 @@ class Child:
         return self._status
 
 
-def _run_child(work: Callable[[], Any], memfd: int, pipe: int, parent: int) -> None:
+def _run_child(work: Callable[[], Any], memfd: int, pipe: int, parent: int, allocate_with) -> None:
     status = 1
     try:
         signal.signal(signal.SIGINT, signal.SIG_DFL)  # Ctrl-C ends the child at once
@@ -187,9 +192,12 @@ def _run_child(work: Callable[[], Any], memfd: int, pipe: int, parent: int) -> N
         def report(stage: str, done: int, total: int) -> None:
             _send(pipe, b"%s%d %d %s\n" % (_REPORT, done, total, stage.encode()))
 
+        arena = _Arena(memfd)
+        if allocate_with is not None:
+            allocate_with(arena.empty)
         with progress.hooked(report):
             result = work()
-        data = pickle.dumps(_encode(result, memfd))
+        data = pickle.dumps(_encode(result, memfd, arena))
         _send(pipe, b"%s%d\n" % (_MANIFEST, len(data)) + data)
         status = 0
     except BaseException:  # nothing is raised in a child: the parent reads the tables itself
@@ -214,12 +222,58 @@ def _send(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view) :]
 
 
-def _encode(obj: Any, memfd: int) -> Any:
-    """``obj`` with each array replaced by its :class:`_Array` (or :class:`_Repeated`), the
-    arrays written to ``memfd``, each dropped once written (a list's items are taken out of
-    it), so that the child holds them once (two threads writing took as long as one)."""
+class _Arena:
+    """Arrays allocated in the memfd itself, each on pages of its own (the child's reads write
+    their results there): one returned whole is mapped by the parent as it is, nothing written
+    out (the 103 MB of ``ops2m``: 0.04 s less in the child)."""
+
+    def __init__(self, memfd: int):
+        self.memfd, self.end = memfd, 0  # (the memfd's size: the arrays' pages end there)
+        self._lock = threading.Lock()  # (the reads allocate from several threads)
+        self._where: dict[tuple[int, int], int] = {}  # (address, bytes) -> offset
+        self._pages: dict[int, mmap.mmap] = {}  # offset -> the child's mapping of it
+
+    def empty(self, n: int, dtype) -> np.ndarray:
+        """``np.empty(n, dtype)``, in the memfd where it is :data:`MAP_MIN_BYTES` or more."""
+        dtype = np.dtype(dtype)
+        nbytes = n * dtype.itemsize
+        if nbytes < MAP_MIN_BYTES:
+            return np.empty(n, dtype)
+        with self._lock:
+            offset = self.end
+            self.end += -(-nbytes // _ALIGN) * _ALIGN
+            os.ftruncate(self.memfd, self.end)
+        pages = mmap.mmap(self.memfd, nbytes, flags=mmap.MAP_SHARED, offset=offset)
+        array = np.frombuffer(pages, dtype=dtype, count=n)
+        self._where[(array.ctypes.data, nbytes)] = offset
+        self._pages[offset] = pages
+        return array
+
+    def release_except(self, kept: set[int]) -> None:
+        """Give back the pages of the arrays not handed back (at ``kept`` offsets): a column
+        replaced by a narrower copy, a read redone by SQL. The parent's mappings keep the whole
+        memfd alive, so pages no one maps would be held as long as any array is."""
+        for offset, pages in self._pages.items():
+            if offset not in kept:
+                pages.madvise(mmap.MADV_REMOVE)
+
+    def offset_of(self, array: np.ndarray) -> int | None:
+        """Where in the memfd ``array`` is, if it is one of these arrays whole."""
+        if not array.flags.c_contiguous:
+            return None
+        return self._where.get((array.ctypes.data, array.nbytes))
+
+
+def _encode(obj: Any, memfd: int, arena: _Arena | None = None) -> Any:
+    """``obj`` with each array replaced by its :class:`_Array` (or :class:`_Repeated`): those
+    of ``arena`` where they are, the others written to ``memfd`` after them, each dropped once
+    written (a list's items are taken out of it), so that the child holds them once (two
+    threads writing took as long as one)."""
     placed: list[tuple[np.ndarray, int] | None] = []
-    manifest = _placed(obj, placed, [0])
+    kept: set[int] = set()
+    manifest = _placed(obj, placed, [arena.end if arena else 0], arena, kept)
+    if arena is not None:
+        arena.release_except(kept)
     for i, (array, offset) in enumerate(placed):
         placed[i] = None  # (the array dropped once written)
         view = memoryview(array.reshape(-1).view(np.uint8))
@@ -230,26 +284,32 @@ def _encode(obj: Any, memfd: int) -> Any:
     return manifest
 
 
-def _placed(obj: Any, placed: list, at: list[int]) -> Any:
-    """``obj`` with its arrays replaced by where they go (``at[0]``, which moves on); each
-    array and its offset appended to ``placed``."""
+def _placed(
+    obj: Any, placed: list, at: list[int], arena: _Arena | None = None, kept: set | None = None
+) -> Any:
+    """``obj`` with its arrays replaced by where they are (in ``arena``: their offsets added
+    to ``kept``) or go (``at[0]``, which moves on; each such array and its offset appended to
+    ``placed``)."""
     if isinstance(obj, np.ndarray):
         if obj.ndim == 1 and len(obj) > 1 and obj.strides == (0,):
             return _Repeated(obj[0].item(), obj.dtype.str, len(obj))
         if obj.nbytes < MAP_MIN_BYTES:
             return obj  # (pickled in the manifest)
+        if arena is not None and (offset := arena.offset_of(obj)) is not None:
+            kept.add(offset)
+            return _Array(offset, obj.dtype.str, obj.shape)
         array = np.ascontiguousarray(obj)
         placed.append((array, at[0]))
         at[0] += -(-array.nbytes // _ALIGN) * _ALIGN
         return _Array(placed[-1][1], array.dtype.str, array.shape)
     if isinstance(obj, list):
-        out = [_placed(item, placed, at) for item in obj]
+        out = [_placed(item, placed, at, arena, kept) for item in obj]
         obj.clear()  # (the arrays are held by ``placed`` alone now)
         return out
     if isinstance(obj, tuple):
-        return tuple(_placed(item, placed, at) for item in obj)
+        return tuple(_placed(item, placed, at, arena, kept) for item in obj)
     if isinstance(obj, dict):
-        return {key: _placed(value, placed, at) for key, value in obj.items()}
+        return {key: _placed(value, placed, at, arena, kept) for key, value in obj.items()}
     return obj
 
 

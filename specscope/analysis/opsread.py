@@ -50,6 +50,7 @@ from specscope.analysis.sqlread import (
     SPLIT32,
     SPLIT32_UNIFORM,
     SQLITE_MAGIC,
+    allocate_with,
     columnar_connection,
     int_columns,
     int_columns_many,
@@ -282,7 +283,7 @@ def prefetch(path: str | Path, execs: bool = False) -> None:
         return
     if scans and forkread.wanted(path):  # (no ADBC connection was opened to cross the fork)
         try:
-            child = forkread.Child(lambda: _read_here(path, execs))
+            child = forkread.Child(lambda: _read_here(path, execs), allocate_with)
         except OSError:
             pass
         else:

@@ -479,6 +479,18 @@ def int_columns_many(
             queries = [(q if isinstance(q, str) else q.sql, b) for q, b in queries]
 
 
+_ALLOCATE = np.empty
+"""How :func:`int_columns_many` allocates its result arrays, ``(n, dtype) -> array``: numpy's
+own, or in :mod:`.forkread`'s child the memory it hands back (:func:`allocate_with`)."""
+
+
+def allocate_with(empty) -> None:
+    """Have :func:`int_columns_many` allocate its results with ``empty(n, dtype)`` from now on
+    in this process (:class:`.forkread.Child`: in the memfd the parent maps, no copy)."""
+    global _ALLOCATE
+    _ALLOCATE = empty
+
+
 def _read_many(con, connect, queries, ncols: int, dts: list, wide: set, threads: int, on_done):
     """:func:`int_columns_many`, :data:`NARROW32` columns ``wide`` as int64."""
     finished = itertools.count(1)  # next() is atomic in CPython: safe across the threads
@@ -487,14 +499,15 @@ def _read_many(con, connect, queries, ncols: int, dts: list, wide: set, threads:
     large = total >= memory.ONE_VALUE_MIN_ROWS
 
     def allocate(i: int, d):
+        empty = _ALLOCATE
         if d == NARROW32:
-            return np.empty(total, np.int32 if large and i not in wide else np.int64)
+            return empty(total, np.int32 if large and i not in wide else np.int64)
         if d == SPLIT32_UNIFORM:
-            high = _Uniform(total) if large else np.empty(total, np.int32)
-            return high, np.empty(total, np.int32)
+            high = _Uniform(total) if large else empty(total, np.int32)
+            return high, empty(total, np.int32)
         if d == SPLIT32:
-            return np.empty(total, np.int32), np.empty(total, np.int32)
-        return np.empty(total, d)
+            return empty(total, np.int32), empty(total, np.int32)
+        return empty(total, d)
 
     out = [allocate(i, d) for i, d in enumerate(dts)]
     sql = any(isinstance(q, str) for q, _ in queries)  # (page scans need no connection)

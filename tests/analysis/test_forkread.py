@@ -186,3 +186,53 @@ def test_a_program_that_ignores_its_children_gets_none():
         assert forkread.Child(lambda: [np.arange(3)]).result() is None
     finally:
         signal.signal(signal.SIGCHLD, previous)
+
+
+def test_arrays_allocated_in_the_memfd_are_mapped_without_being_written_out(monkeypatch):
+    """What the child's reads allocate in the memfd (:class:`forkread._Arena`) is handed back
+    where it is; only other arrays, and views of part of one, are written out after it."""
+    memfd = os.memfd_create("test-arena", os.MFD_CLOEXEC)
+    try:
+        arena = forkread._Arena(memfd)
+        whole = arena.empty(100_000, np.int64)
+        whole[:] = np.arange(100_000) * 7
+        also = arena.empty(30_000, "int32")
+        also[:] = -np.arange(30_000)
+        small = arena.empty(10, np.int64)  # (under MAP_MIN_BYTES: numpy's own, in the manifest)
+        small[:] = 3
+        other = np.arange(50_000, dtype=np.int64)
+        part = whole[1:]  # (a view of part of one: written out)
+        dropped = arena.empty(1 << 20, np.int64)  # (not handed back: its pages given back)
+        dropped[:] = 1
+        expected = [x.copy() for x in (whole, also, small, other, part)]
+        written = []
+        pwrite = os.pwrite
+        monkeypatch.setattr(
+            os, "pwrite", lambda fd, data, at: written.append(len(data)) or pwrite(fd, data, at)
+        )
+        manifest = forkread._encode([whole, also, small, other, part], memfd, arena)
+        assert sum(written) == other.nbytes + part.nbytes
+        held = os.fstat(memfd).st_blocks * 512
+        pages = sum(-(-a.nbytes // 4096) * 4096 for a in (whole, also, other, part))
+        assert pages <= held < pages + dropped.nbytes // 2  # (the 8 MiB of ``dropped`` gone)
+        got = forkread._decode(manifest, memfd)
+    finally:
+        os.close(memfd)
+    _equal(got, expected)
+
+
+def test_the_child_allocates_in_the_memfd_only_when_asked():
+    """``allocate_with`` hands the child's work the memfd's allocator; this process keeps its
+    own."""
+    from specscope.analysis import sqlread
+
+    def work():
+        a = sqlread._ALLOCATE(200_000, np.int64)
+        a[:] = np.arange(200_000)
+        return [a, sqlread._ALLOCATE is np.empty]
+
+    got = forkread.Child(work, sqlread.allocate_with).result()
+    assert got is not None and got[1] is False
+    np.testing.assert_array_equal(got[0], np.arange(200_000))
+    assert sqlread._ALLOCATE is np.empty
+    assert forkread.Child(work).result()[1] is True
