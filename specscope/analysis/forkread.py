@@ -32,13 +32,16 @@ RSS: 0.2 GiB less "peak RSS" at 20 M GPU ops, 11 MiB at 2 M, that were not less 
 - Linux (``os.memfd_create``; the child dies with its parent: ``PR_SET_PDEATHSIG``);
 - no Python thread but the main one (a fork copies only the calling thread; numpy's BLAS pool
   holds no lock the child takes);
-- exports up to :data:`MAX_BYTES`: the child's writing out costs 0.4-0.6 s per GB of arrays,
-  what it saves is bounded by the imports it overlaps (0.3-0.6 s), and its arrays sit on
-  4 KiB pages where numpy's own get huge ones (random access over hundreds of MB is slower).
-  ``analyze --preset eagle`` (``/usr/bin/time``, alternating, 01:39-01:47 UTC) of 8 M GPU ops
-  (733 MB): 4.09-5.56 s (median 4.28) and 601-610 MiB in a child, 4.25-4.63 s (median 4.45)
-  and 663-676 MiB on threads; of 20 M (1.9 GB), 10.2-12.3 s and 1.27 GiB in a child, 8.5-10.0
-  s and 1.33-1.34 GiB on threads;
+- exports up to :data:`MAX_BYTES`. What the child saves in time is bounded by the imports it
+  overlaps (0.3-0.6 s), and its arrays sit on 4 KiB pages where numpy's own get huge ones
+  (random access over hundreds of MB is slower); but the read's temporaries die with it, and
+  the peak RSS is lower. While the child wrote its arrays out (0.4-0.6 s per GB), 1 GiB was the
+  limit: ``analyze --preset eagle`` (``/usr/bin/time``, alternating) of 20 M GPU ops (1.9 GB)
+  took 10.2-12.3 s in a child against 8.5-10.0 s on threads. Since its reads allocate in the
+  memfd (nothing written out), the same takes 8.29-8.72 s and 1.26-1.27 GiB in a child (one
+  run of 11.40 s) against 7.79-9.22 s and 1.32-1.34 GiB on threads, 5 runs each; zero-config
+  (``ops20m_nonvtx``) 6.81 and 7.09 s, 1.29 GiB against 7.07 and 9.88 s, 1.32-1.33 GiB
+  (03:21-03:24 UTC, load 1.1-1.4). Above 4 GiB nothing was measured: threads, as before;
 - ``SPECSCOPE_READ_AHEAD=threads`` reads ahead on threads instead.
 
 A child that fails, is killed, sends no manifest or nothing at all for :data:`STALL_S` gives
@@ -66,12 +69,12 @@ import numpy as np
 
 from specscope.analysis import progress
 
-MAX_BYTES = 1 << 30
-"""Larger exports are read ahead on threads (module doc: the child's writing out and its 4 KiB
-pages cost more than the imports it overlaps save)."""
+MAX_BYTES = 1 << 32
+"""Larger exports are read ahead on threads (module doc: measured up to 1.9 GB, where the child
+is as fast and its peak RSS lower; its 4 KiB pages cost more the larger the arrays)."""
 STALL_S = 60.0
 """A child that sends nothing for this long is ended (it reports each part of the read it
-finishes: a second or less each, even at :data:`MAX_BYTES`), and the loader reads itself."""
+finishes: a few seconds at most each, even at :data:`MAX_BYTES`), and the loader reads itself."""
 MAP_MIN_BYTES = 1 << 16
 """Smaller arrays travel in the manifest (a mapping each would cost a page and a file handle)."""
 _ALIGN = 4096  # each array's offset in the memfd: a page (mmap's offsets are whole pages)

@@ -11,7 +11,7 @@ takes 0.3-0.5 s on our 2-core machines, about as long as the read of 2 M GPU ops
     second thread  | CUDA API calls, then NVTX events --------|
 
 The read threads run in a forked child process where :mod:`.forkread` allows it (Linux, exports
-up to 1 GiB), whose arrays this process maps when it takes them: on threads of this process,
+up to 4 GiB), whose arrays this process maps when it takes them: on threads of this process,
 the read waited for the GIL while pandas was imported.
 
 Each of the three is read by a page scan (:mod:`.opsscan`, :mod:`.pagescan`: the tables' B-tree
