@@ -80,22 +80,21 @@ def _library(where: Path, cc: str) -> tuple[object | None, str]:
     compiler = shlex.split(cc)
     if not compiler or shutil.which(compiler[0]) is None:
         return None, f"no C compiler {cc!r} on PATH"
-    source = SOURCE.read_bytes()
-    key = hashlib.sha256(
-        b"\0".join([source, " ".join(compiler).encode(), platform.machine().encode()])
-    ).hexdigest()[:16]
-    built = where / f"pagescan-{key}.so"
     try:
+        source = SOURCE.read_bytes()  # (a package installed without it: numpy only)
+        key = hashlib.sha256(
+            b"\0".join([source, " ".join(compiler).encode(), platform.machine().encode()])
+        ).hexdigest()[:16]
+        built = where / f"pagescan-{key}.so"
         if not built.exists():
             _compile(compiler, built)
         if not _own(built):
             return None, f"{built} is not this user's own, or others may write it"
-        lib = ctypes.CDLL(str(built))
+        fn = ctypes.CDLL(str(built)).decode_leaves
     except subprocess.CalledProcessError as e:
         return None, f"{cc} failed on {SOURCE.name}: {_last_line(e.stderr)}"
-    except (OSError, subprocess.SubprocessError) as e:
-        return None, f"{built}: {e}"
-    fn = lib.decode_leaves
+    except (OSError, AttributeError, subprocess.SubprocessError) as e:
+        return None, str(e)
     fn.restype = ctypes.c_int64
     fn.argtypes = [_U8, _I64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64]
     fn.argtypes += [ctypes.c_int64, _I64, _U8, ctypes.c_int64, _I64, _U8, _I64, _I64]

@@ -218,3 +218,18 @@ def test_turned_off_without_a_compiler_or_a_writable_cache(tmp_path, built):
     broken.chmod(0o755)
     assert _child({"SPECSCOPE_CACHE": str(tmp_path / "d"), "CC": str(broken)}) == "none"
     assert not list((tmp_path / "d").glob("*"))  # a failed build leaves nothing behind
+
+
+def test_a_source_missing_or_without_the_function_leaves_numpy(tmp_path, built, monkeypatch):
+    """A package installed without ``pagescan.c``, or a build without ``decode_leaves``: numpy
+    only, with why (never an error in the read)."""
+    monkeypatch.setenv("SPECSCOPE_CACHE", str(tmp_path / "a"))
+    monkeypatch.setattr(native, "SOURCE", tmp_path / "missing.c")
+    fn, why = native.describe()
+    assert fn is None and "missing.c" in why
+    other = tmp_path / "other.c"
+    other.write_text("int something_else(void) { return 1; }\n")
+    monkeypatch.setenv("SPECSCOPE_CACHE", str(tmp_path / "b"))
+    monkeypatch.setattr(native, "SOURCE", other)
+    fn, why = native.describe()
+    assert fn is None and "decode_leaves" in why
