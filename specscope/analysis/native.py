@@ -125,6 +125,7 @@ def _compile(compiler: list[str], built: Path) -> None:
             capture_output=True,
             timeout=COMPILE_TIMEOUT_S,
         )
+        os.chmod(tmp, 0o755)  # (a umask of 002 would leave it group-writable: never loaded)
         os.replace(tmp, built)
     finally:
         if os.path.exists(tmp):

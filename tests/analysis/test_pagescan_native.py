@@ -199,9 +199,16 @@ def _child(env: dict[str, str]) -> str:
 
 def test_built_once_then_loaded_from_the_cache(tmp_path, built):
     cache = tmp_path / "cache"
-    assert _child({"SPECSCOPE_CACHE": str(cache)}) == "built"
+    old = os.umask(0o002)  # (a user's umask with private groups: the build still loads)
+    try:
+        assert _child({"SPECSCOPE_CACHE": str(cache)}) == "built"
+    finally:
+        os.umask(old)
     (so,) = cache.glob("pagescan-*.so")
     made = so.stat().st_mtime_ns
+    so.chmod(0o775)  # group-writable: not loaded
+    assert _child({"SPECSCOPE_CACHE": str(cache)}) == "none"
+    so.chmod(0o755)
     assert _child({"SPECSCOPE_CACHE": str(cache)}) == "built"
     assert [p.name for p in cache.iterdir()] == [so.name]  # no temporary left, no second build
     assert so.stat().st_mtime_ns == made
