@@ -56,18 +56,40 @@ print(json.dumps(out))
 """
 
 
-def run_child(export: Path, reader: str) -> dict:
-    """One child's reads of ``export`` with ``reader``: {read: [wall, cpu, rows]}, peak, digest."""
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    env["SPECSCOPE_SQLITE_READER"] = "pages" if reader == "numpy" else reader
-    env["SPECSCOPE_NATIVE"] = "0" if reader == "numpy" else "1"
+def run_code(code: str, args: list[str], env: dict[str, str], what: str) -> dict:
+    """``python -c code *args`` as a child (bytecode caching on, as users run; this tree on
+    ``PYTHONPATH``; ``env`` set), and the JSON it prints; exits naming ``what`` if it fails.
+    (Also the child runner of ``bench_read_ahead.py``.)"""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"} | env
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
     done = subprocess.run(
-        [sys.executable, "-c", CHILD, str(export), reader], capture_output=True, text=True, env=env
+        [sys.executable, "-c", code, *args], capture_output=True, text=True, env=env
     )
     if done.returncode:
-        raise SystemExit(f"{reader}: the read failed: {done.stderr.strip().splitlines()[-1:]}")
+        raise SystemExit(f"{what} failed: {done.stderr.strip().splitlines()[-1:]}")
     return json.loads(done.stdout)
+
+
+def alternating(run, export: Path, kinds: list[str], repeat: int) -> dict[str, list[dict]]:
+    """``run(export, kind)`` once per kind untimed (page cache, bytecode), then ``repeat``
+    rounds of one run per kind, so that every kind sees the same load; the timed runs by kind.
+    (Also used by ``bench_read_ahead.py``.)"""
+    for kind in kinds:
+        run(export, kind)
+    runs = {kind: [] for kind in kinds}
+    for _ in range(repeat):
+        for kind in kinds:
+            runs[kind].append(run(export, kind))
+    return runs
+
+
+def run_child(export: Path, reader: str) -> dict:
+    """One child's reads of ``export`` with ``reader``: {read: [wall, cpu, rows]}, peak, digest."""
+    env = {
+        "SPECSCOPE_SQLITE_READER": "pages" if reader == "numpy" else reader,
+        "SPECSCOPE_NATIVE": "0" if reader == "numpy" else "1",
+    }
+    return run_code(CHILD, [str(export), reader], env, f"{reader}: the read")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -82,12 +104,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"Error: {a.export}: no such file; give an nsys SQLite export", file=sys.stderr)
         return 2
     readers = [r for r in a.readers.split(",") if r]
-    for r in readers:  # untimed: page cache and bytecode
-        run_child(a.export, r)
-    runs = {r: [] for r in readers}
-    for _ in range(a.repeat):
-        for r in readers:
-            runs[r].append(run_child(a.export, r))
+    runs = alternating(run_child, a.export, readers, a.repeat)
     print(f"export {a.export}  load {os.getloadavg()[0]:.2f}")
     digests = {r: {x["digest"] for x in v} for r, v in runs.items()}
     for r in readers:

@@ -21,12 +21,12 @@ The arrays taken are checked equal across the ways (a digest; a difference exits
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
-import subprocess
 import sys
 from pathlib import Path
+
+from bench_read import alternating, run_code
 
 ROOT = Path(__file__).resolve().parents[1]
 CHILD = r"""
@@ -56,16 +56,12 @@ WAYS = {"process": "process", "threads": "threads", "alone": "threads"}
 
 
 def run_child(export: Path, way: str) -> dict:
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    env["SPECSCOPE_READ_AHEAD"] = WAYS[way]
-    env.setdefault("OPENBLAS_NUM_THREADS", "1")  # (as the reading commands run: specscope.cli)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
-    done = subprocess.run(
-        [sys.executable, "-c", CHILD, str(export), way], capture_output=True, text=True, env=env
-    )
-    if done.returncode:
-        raise SystemExit(f"{way}: the run failed: {done.stderr.strip().splitlines()[-1:]}")
-    return json.loads(done.stdout)
+    env = {
+        "SPECSCOPE_READ_AHEAD": WAYS[way],
+        # (one OpenBLAS thread unless set, as the reading commands run: specscope.cli)
+        "OPENBLAS_NUM_THREADS": os.environ.get("OPENBLAS_NUM_THREADS", "1"),
+    }
+    return run_code(CHILD, [str(export), way], env, f"{way}: the run")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -76,12 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     if not a.export.is_file():
         print(f"Error: {a.export}: no such file; give an nsys SQLite export", file=sys.stderr)
         return 2
-    for way in WAYS:  # untimed: page cache and bytecode
-        run_child(a.export, way)
-    runs = {way: [] for way in WAYS}
-    for _ in range(a.repeat):
-        for way in WAYS:
-            runs[way].append(run_child(a.export, way))
+    runs = alternating(run_child, a.export, list(WAYS), a.repeat)
     print(f"export {a.export}  load {os.getloadavg()[0]:.2f}  (seconds from the process' start)")
     for way, rs in runs.items():
         taken = [r["taken"] for r in rs]

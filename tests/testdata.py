@@ -9,6 +9,7 @@ the same loop traced as whole graphs.
 from __future__ import annotations
 
 import importlib.util
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -19,7 +20,10 @@ GRAPH = DATA / "eagle_graph_before.sqlite"
 
 
 def bench_module(name: str):
-    """The script ``bench/<name>.py`` loaded as a module (the scripts are not a package)."""
+    """The script ``bench/<name>.py`` loaded as a module (the scripts are not a package;
+    ``bench/`` on ``sys.path``, as when a script runs, for those that import another)."""
+    if str(ROOT / "bench") not in sys.path:
+        sys.path.append(str(ROOT / "bench"))
     spec = importlib.util.spec_from_file_location(name, ROOT / "bench" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
