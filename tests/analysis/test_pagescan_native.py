@@ -14,12 +14,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from test_pagescan import EXPORTS, INTS, _make, _where  # (its exports, tables, rows)
 
 from specscope.analysis import native
 from specscope.analysis.pagescan import CHUNK_PAGES, Column, TableScan, Unsupported
 
-DATA = Path(__file__).resolve().parents[1] / "data"
-EXPORTS = sorted(DATA.rglob("*.sqlite"))
 TABLES = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET",
           "CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS", "StringIds")  # fmt: skip
 TEXT = ("TEXT",)
@@ -110,15 +109,13 @@ def test_every_table_of_the_exports_reads_the_same(path, built, monkeypatch):
 def _random_table(path: Path, rng, page_size: int, n: int) -> Path:
     """Columns of every serial type: integers of each width, NULLs, 0 and 1, short and long
     texts (two-byte header entries), a float."""
-    ints = [0, 1, -1, 127, -128, 128, 32767, -32768, 2**23, -(2**23), 2**31 - 1, -(2**31),
-            2**40, -(2**47), 2**47 - 1, 2**62, -(2**63), 2**63 - 1]  # fmt: skip
 
     def value(kind: int, i: int):
         r = rng.random()
         if r < 0.1:
             return None
         if kind == 0:
-            return int(rng.choice(ints))
+            return int(rng.choice(INTS))
         if kind == 1:
             return int(rng.integers(-(2**62), 2**62)) >> int(rng.integers(0, 62))
         if kind == 2:  # 58 bytes and up (a header entry of two bytes, left to numpy) only in
@@ -126,14 +123,9 @@ def _random_table(path: Path, rng, page_size: int, n: int) -> Path:
             return "x" * int(rng.integers(0, 80) if i < n // 8 else rng.integers(0, 58))
         return float(rng.random()) if r > 0.95 else int(rng.integers(0, 3))
 
-    con = sqlite3.connect(path)
-    con.execute(f"PRAGMA page_size = {page_size}")
-    con.execute("CREATE TABLE t (a INTEGER, b INTEGER, s TEXT, c INTEGER, d INTEGER)")
     rows = [(value(0, i), value(1, i), value(2, i), value(1, i), value(3, i)) for i in range(n)]
-    con.executemany("INSERT INTO t VALUES (?, ?, ?, ?, ?)", rows)
-    con.commit()
-    con.close()
-    return path
+    columns = "a INTEGER, b INTEGER, s TEXT, c INTEGER, d INTEGER"
+    return _make(path, rows, columns, page_size)
 
 
 @pytest.mark.parametrize("page_size", [512, 4096, 65536])
@@ -141,11 +133,7 @@ def _random_table(path: Path, rng, page_size: int, n: int) -> Path:
 def test_random_rows_of_every_serial_type(tmp_path, built, monkeypatch, page_size, seed):
     rng = np.random.default_rng(seed)
     path = _random_table(tmp_path / "t.sqlite", rng, page_size, 6000)
-    cid = {"a": 0, "b": 1, "s": 2, "c": 3, "d": 4}
-    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    root = con.execute("SELECT rootpage FROM sqlite_master WHERE name = 't'").fetchone()[0]
-    hi = con.execute("SELECT max(rowid) FROM t").fetchone()[0]
-    con.close()
+    cid, root, _, hi = _where(path)
     fast = 0
     for names, present in ((("a", "b", "c"), ()), (("a", "s", "c"), (False, True, False))):
         scan = TableScan(path, root, [cid[x] for x in names], hi, present=present, rowids=True)
@@ -159,10 +147,7 @@ def test_damaged_pages_are_read_alike_or_left_to_numpy(tmp_path, built, monkeypa
     differs from numpy's reading, or is one numpy refuses."""
     rng = np.random.default_rng(100 + seed)
     path = _random_table(tmp_path / "t.sqlite", rng, 512, 4000)
-    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    root = con.execute("SELECT rootpage FROM sqlite_master WHERE name = 't'").fetchone()[0]
-    hi = con.execute("SELECT max(rowid) FROM t").fetchone()[0]
-    con.close()
+    _, root, _, hi = _where(path)
     scan = TableScan(path, root, [0, 1, 3], hi, rowids=True)  # (the tree, before the damage)
     data = bytearray(path.read_bytes())
     for at in rng.integers(1024, len(data), 60):
@@ -175,12 +160,8 @@ def test_what_is_not_the_usual_case_is_left_to_numpy(tmp_path, built):
     """A record on overflow pages, a header entry of two bytes, a float: None, for numpy."""
     for row in [(1, "y" * 9000, 2), (1, "y" * 100, 2), (1.5, "", 2)]:
         path = tmp_path / f"t{len(row[1])}{type(row[0]).__name__}.sqlite"
-        con = sqlite3.connect(path)
-        con.execute("CREATE TABLE t (a, s, b)")
-        con.executemany("INSERT INTO t VALUES (?, ?, ?)", [(7, "", 8), row])
-        con.commit()
-        con.close()
-        scan = TableScan(path, 2, [0, 2], 2)
+        _, root, _, hi = _where(_make(path, [(7, "", 8), row], "a, s, b"))
+        scan = TableScan(path, root, [0, 2], hi)
         fd = os.open(path, os.O_RDONLY)
         try:
             buf, hdr = scan._read_pages(fd, scan.leaves), scan._headers(scan.leaves)
