@@ -26,5 +26,6 @@ def bench_module(name: str):
         sys.path.append(str(ROOT / "bench"))
     spec = importlib.util.spec_from_file_location(name, ROOT / "bench" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # (dataclasses and multiprocessing look the module up)
     spec.loader.exec_module(module)
     return module

@@ -48,6 +48,7 @@ import pandas as pd
 
 from specscope.analysis import ranks
 from specscope.analysis.graphs import ThreadGraphs, main_cycle, thread_graphs
+from specscope.analysis.jsonpieces import pieces
 from specscope.analysis.loader import Trace, load
 from specscope.analysis.patterns import find_step_kernel
 from specscope.analysis.projection import step_range_candidates
@@ -96,6 +97,10 @@ class ProcessAnalysis:
             data["top_kernels"] = self.top_kernels.reset_index().to_dict("records")
         return data
 
+    def json_value(self) -> dict:
+        """:meth:`to_json`, ``per_step`` last and in pieces (:meth:`.Analysis.json_value`)."""
+        return self.analysis.json_value(**self.to_json(per_step=False))
+
 
 @dataclass
 class ExportAnalysis:
@@ -121,12 +126,21 @@ class ExportAnalysis:
         """The shape of ``analyze`` over several exports: ``exports`` (one entry per process and
         device, with ``pid``, ``device``, ``rank``), ``skipped`` and ``ranks`` (None or
         :func:`~specscope.analysis.ranks.to_json`)."""
-        view = self.cross_rank
-        return {
-            "exports": [p.to_json(per_step) for p in self.processes],
-            "skipped": [{"process": k, "reason": v} for k, v in self.skipped.items()],
-            "ranks": ranks.to_json(view, self.labels),
-        }
+        return self._shape(
+            [p.to_json(per_step) for p in self.processes],
+            ranks.to_json(self.cross_rank, self.labels),
+        )
+
+    def json_pieces(self, **extra) -> Iterator[str]:
+        """:meth:`to_json` (plus ``extra`` keys) as JSON text in pieces, each entry's
+        ``per_step`` last: the per-step rows encoded a chunk at a time, never all at once nor
+        as Python objects (:mod:`.jsonpieces`)."""
+        exports = [p.json_value() for p in self.processes]
+        return pieces(self._shape(exports, ranks.json_value(self.cross_rank, self.labels)) | extra)
+
+    def _shape(self, exports: list[dict], view: dict | None) -> dict:
+        skipped = [{"process": k, "reason": v} for k, v in self.skipped.items()]
+        return {"exports": exports, "skipped": skipped, "ranks": view}
 
 
 # --------------------------------------------------------------------------- choosing steps

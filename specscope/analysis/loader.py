@@ -313,11 +313,16 @@ class Trace:
         return next(self.api_chunks(names, rows=None))
 
     def api_chunks(
-        self, names: Iterable[str] | None = None, rows: int | None = CHUNK_ROWS
+        self,
+        names: Iterable[str] | None = None,
+        rows: int | None = CHUNK_ROWS,
+        thread: tuple[int, int] | None = None,
     ) -> Iterator[pd.DataFrame]:
         """:meth:`api` in pieces: the calls among each ``rows`` rows of the table in turn (at
         least one piece; ``rows`` None: one), so that a pass over millions of calls holds no
-        frame of them all (20 M GPU ops came with 4 M calls: 0.2 GB)."""
+        frame of them all (20 M GPU ops came with 4 M calls: 0.2 GB). ``thread``: only the
+        calls of this (pid, tid) (one rank's of an export of several: no frame of the
+        others')."""
         cols = ["start_ns", "end_ns", "pid", "tid", "correlation_id", "name"]
         if not self.has("CUPTI_ACTIVITY_KIND_RUNTIME"):  # zero calls, with the usual dtypes
             empty = np.zeros(0, dtype=np.int64)
@@ -333,8 +338,14 @@ class Trace:
         step = rows or max(n, 1)
         for lo in range(0, max(n, 1), step):
             piece = [c[lo : lo + step] for c in self._runtime]
+            sel = None
+            if thread is not None:
+                gtid = piece[2]
+                sel = ((gtid >> 24) & _PID_MASK == thread[0]) & (gtid & _PID_MASK == thread[1])
             if names is not None:
-                sel = np.isin(piece[4], wanted)
+                named = np.isin(piece[4], wanted)
+                sel = named if sel is None else sel & named
+            if sel is not None:
                 piece = [c[sel] for c in piece]
             start, end, gtid, corr, name_id = piece
             yield pd.DataFrame(
@@ -405,27 +416,31 @@ class Trace:
         copy_code[kind != KINDS.index("memcpy")] = -1
         del copy
         give_back(len(start))  # the read's and the launch matching's freed chunks
-        return pd.DataFrame(
-            {
-                "start_ns": start,
-                "end_ns": end,
-                "device_id": device,
-                "stream_id": stream,
-                "pid": pid,
-                "correlation_id": corr,
-                **names,
-                "kind": pd.Categorical.from_codes(kind, categories=pd.Index(KINDS, dtype=object)),
-                "in_graph": in_graph,
-                "copy_kind": pd.Categorical.from_codes(
-                    copy_code,
-                    categories=pd.Index(COPY_KINDS, dtype=object),
-                ),
-                "bytes": nbytes,
-                "api_start_ns": api_start,
-                "api_tid": api_tid,
-            },
-            copy=False,  # fresh arrays: no copy, no consolidation into 2-D blocks
-        )
+        columns = {
+            "start_ns": start,
+            "end_ns": end,
+            "device_id": device,
+            "stream_id": stream,
+            "pid": pid,
+            "correlation_id": corr,
+            **{name: values.codes for name, values in names.items()},
+            "kind": kind,
+            "in_graph": in_graph,
+            "copy_kind": copy_code,
+            "bytes": nbytes,
+            "api_start_ns": api_start,
+            "api_tid": api_tid,
+        }
+        del start, end, device, stream, pid, corr, kind, in_graph, copy_code, nbytes
+        del api_start, api_tid
+        columns = by_device(columns)
+        categories = {name: values.categories for name, values in names.items()}
+        categories |= {"kind": KINDS, "copy_kind": COPY_KINDS}
+        for name, labels in categories.items():
+            codes = columns[name]
+            columns[name] = pd.Categorical.from_codes(codes, pd.Index(labels, dtype=object))
+        # (fresh arrays: no copy, no consolidation into 2-D blocks)
+        return pd.DataFrame(columns, copy=False)
 
     def _read_ops(self) -> tuple[list[np.ndarray], bool]:
         """The columns of :func:`.opsread.read_ops` and whether they carry exec ids: prefetched
@@ -655,27 +670,16 @@ def _mapped(table: dict[tuple[int, int], int], pid: np.ndarray, key: np.ndarray)
 
 def _call_rows(a_pid: np.ndarray, a_corr: np.ndarray):
     """Return ``rows(pid, corr)``: for each (pid, corr > 0), the first row of the API calls
-    (a_pid, a_corr) with the same pair, -1 if none. Pairs are compared as ``pid << 38 | corr``."""
+    (a_pid, a_corr) with the same pair, -1 if none. Pairs are compared as ``pid << 38 | corr``.
+
+    The usual case, each process' correlation ids dense and none twice, is a table indexed by
+    process and id: one stretch per process, no sort, no search (:func:`_id_tables`); else the
+    pairs are searched among the sorted calls."""
     if not len(a_pid):
         return lambda pid, corr: np.full(len(pid), -1, dtype=np.int64)
-    lo, hi = int(a_corr.min()), int(a_corr.max())
-    span = hi - lo + 1
-    one_process = int(a_pid.min()) == int(a_pid.max())
-    if one_process and 0 <= lo and hi < 2**_CORR_BITS and dense(span, len(a_corr)):
-        # the usual case: a table indexed by correlation id (ids are dense), no sort, no search
-        table = np.full(span, -1, dtype=np.int64)
-        table[a_corr - lo] = np.arange(len(a_corr))
-        if np.count_nonzero(table >= 0) == len(a_corr):  # no id twice: the table is exact
-
-            def by_table(pid: np.ndarray, corr: np.ndarray) -> np.ndarray:
-                offset = corr - lo
-                ok = (offset >= 0) & (offset < span) & (corr > 0) & (pid == a_pid[0])
-                np.clip(offset, 0, span - 1, out=offset)
-                row = table[offset]
-                row[~ok] = -1
-                return row
-
-            return by_table
+    by_table = _id_tables(a_pid, a_corr)
+    if by_table is not None:
+        return by_table
     a_keys = (a_pid << _CORR_BITS) | a_corr
     order = np.argsort(a_keys, kind="stable")
     sorted_keys = a_keys[order]
@@ -687,6 +691,54 @@ def _call_rows(a_pid: np.ndarray, a_corr: np.ndarray):
         return np.where(hit, order[i], -1)
 
     return by_search
+
+
+def _id_tables(a_pid: np.ndarray, a_corr: np.ndarray, most: int = 64):
+    """:func:`_call_rows`'s lookup by tables: per process (up to ``most``), the call rows
+    indexed by correlation id from its lowest, one stretch of a table after another; None where
+    a process' ids are not dense (:func:`.memory.dense`), out of range, or one is there twice.
+    One process (the usual export) looks up without a search for its stretch; several (the
+    ranks of a tensor-parallel server) find it by a search among their few pids."""
+    pids, left = [], a_pid
+    while len(left) and len(pids) <= most:  # (a few processes: no sort of every call)
+        pids.append(int(left[0]))
+        left = left[left != left[0]]
+    if len(left) or not (0 <= int(a_corr.min()) and int(a_corr.max()) < 2**_CORR_BITS):
+        return None
+    pids = np.sort(np.array(pids, dtype=np.int64))
+    lows, spans, rows = [], [], []
+    for p in pids:
+        mine = np.flatnonzero(a_pid == p) if len(pids) > 1 else np.arange(len(a_pid))
+        ids = a_corr[mine]
+        lo, span = int(ids.min()), int(ids.max()) - int(ids.min()) + 1
+        if not dense(span, len(ids)):
+            return None
+        lows.append(lo)
+        spans.append(span)
+        rows.append((mine, ids))
+    bases = np.concatenate([[0], np.cumsum(spans)[:-1]]).astype(np.int64)
+    table = np.full(int(sum(spans)), -1, dtype=np.int64)
+    for base, lo, (mine, ids) in zip(bases, lows, rows, strict=True):
+        table[base + ids - lo] = mine
+    if np.count_nonzero(table >= 0) != len(a_corr):  # an id twice: not exact
+        return None
+    lows, spans = np.array(lows, dtype=np.int64), np.array(spans, dtype=np.int64)
+
+    def by_table(pid: np.ndarray, corr: np.ndarray) -> np.ndarray:
+        if len(pids) == 1:  # (one process: its stretch without a search)
+            k, known = 0, pid == pids[0]
+        else:
+            k = np.minimum(np.searchsorted(pids, pid), len(pids) - 1)
+            known = pids[k] == pid
+        offset = corr - lows[k]
+        ok = known & (offset >= 0) & (offset < spans[k]) & (corr > 0)
+        offset += bases[k]
+        offset[~ok] = 0
+        row = table[offset]
+        row[~ok] = -1
+        return row
+
+    return by_table
 
 
 _CORR_BITS = 38  # (pid, correlation id) pairs are matched as pid << 38 | correlationId
@@ -712,6 +764,40 @@ LEGACY_MEMCPY_NAMES = {
     12: "[CUDA Unified Memory memcpy DtoH]",
     13: "[CUDA Unified Memory memcpy DtoD]",
 }
+
+
+def by_device(columns: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The operations' ``columns`` with the rows of each device together, in device order
+    (each device's rows in the order they had), so that each device's operations are a
+    stretch of :attr:`Trace.ops` (:func:`.steps.find_steps` takes them without a copy);
+    ``columns`` as they are when they are so already (one device: the usual case).
+
+    An export of tensor-parallel ranks holds one process per GPU, their operations
+    interleaved in time; each rank's analysis reads its device's operations. Copying those
+    out per rank held every operation twice (8 M operations of 4 ranks: 0.4 GB more) and
+    read every column once per rank; the reordering is one gather per column, each column
+    given up once gathered. Columns of one value (:func:`.memory.one_value_view`) stay so."""
+    device = columns["device_id"]
+    if len(device) < 2 or device.strides == (0,) or not (device[1:] < device[:-1]).any():
+        return columns
+    lo, hi = int(device.min()), int(device.max())
+    if hi - lo < 1 << 16:  # (device ids: small numbers, counted without a sort)
+        counts = np.bincount(device - device.dtype.type(lo))
+        ids = np.flatnonzero(counts) + lo
+        counts = counts[counts > 0]
+    else:
+        ids, counts = np.unique(device, return_counts=True)
+    small = np.int32 if len(device) < np.iinfo(np.int32).max else np.int64
+    order = np.concatenate([np.flatnonzero(device == d).astype(small) for d in ids])
+    out = {}
+    for name in list(columns):  # (in their order)
+        values = columns.pop(name)
+        if name == "device_id":
+            out[name] = np.repeat(ids, counts).astype(values.dtype, copy=False)
+        else:
+            out[name] = values if values.strides == (0,) else values[order]
+        del values
+    return out
 
 
 def _op_label(i: int, strings: dict[int, str], memcpy_names: dict[int, str]) -> str:

@@ -427,11 +427,11 @@ def _api_metrics(trace: Trace, steps: Steps) -> dict[str, np.ndarray]:
     all_steps = steps.all_steps
     s_start, s_end = all_steps["start_ns"].to_numpy(), all_steps["end_ns"].to_numpy()
     counts = {family: np.zeros(len(all_steps), dtype=np.int64) for family in API_FAMILIES}
-    for api in trace.api_chunks([n for family in API_FAMILIES.values() for n in family]):
-        mine = (api["pid"].to_numpy() == steps.pid) & (api["tid"].to_numpy() == steps.tid)
-        a_step = interval_index(s_start, s_end, api["start_ns"].to_numpy()[mine])
+    wanted = [n for family in API_FAMILIES.values() for n in family]
+    for api in trace.api_chunks(wanted, thread=(steps.pid, steps.tid)):
+        a_step = interval_index(s_start, s_end, api["start_ns"].to_numpy())
         names = api["name"].cat  # categories: the distinct names
-        code = names.codes.to_numpy()[mine]
+        code = names.codes.to_numpy()
         in_step = a_step >= 0
         for family, members in API_FAMILIES.items():
             codes = [names.categories.get_loc(n) for n in members if n in names.categories]

@@ -38,6 +38,8 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
+from specscope.analysis.jsonpieces import Encoded
+
 COMPARED = ("window_us", "busy_us", "idle_us", "cpu_step_us")
 STATS = ("min", "max", "spread", "argmax", "argmin")
 COLLECTIVE = "nccl"  # the default collective pattern: NCCL's kernels (ncclDevKernel_...)
@@ -145,6 +147,15 @@ def to_json(view: pd.DataFrame | None, labels: list[str]) -> dict | None:
     rank labels, the number of steps in common, :func:`straggler_table` and
     :func:`spread_summary` as records, and the per-step ``view`` (NaN -> null); None without a
     view (fewer than two analysed exports)."""
+    data = json_value(view, labels)
+    if data is not None:
+        data["per_step"] = json.loads("".join(data["per_step"].parts))
+    return data
+
+
+def json_value(view: pd.DataFrame | None, labels: list[str]) -> dict | None:
+    """:func:`to_json`, ``per_step`` as the text pandas' encoder makes of it
+    (:class:`.jsonpieces.Encoded`), for an output written in pieces."""
     if view is None:
         return None
     return {
@@ -152,5 +163,5 @@ def to_json(view: pd.DataFrame | None, labels: list[str]) -> dict | None:
         "steps": len(view),
         "stragglers": straggler_table(view, list(labels)).reset_index().to_dict("records"),
         "spread": spread_summary(view).reset_index().to_dict("records"),
-        "per_step": json.loads(view.reset_index().to_json(orient="records")),
+        "per_step": Encoded([view.reset_index().to_json(orient="records")]),
     }

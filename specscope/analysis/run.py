@@ -33,6 +33,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from specscope.analysis.jsonpieces import Encoded, pieces
 from specscope.analysis.loader import Trace, load
 from specscope.analysis.memory import CHUNK_ROWS
 from specscope.analysis.metrics import StepMetrics, per_step_metrics
@@ -219,10 +220,13 @@ class Analysis:
     def json_pieces(self, **extra) -> Iterator[str]:
         """:meth:`json_text` in pieces (head, per-step rows in pieces, closing brace) that make
         it when written one after the other: no text of all steps at once."""
-        head = json.dumps(self.to_json(per_step=False) | extra)
-        yield head[:-1] + ', "per_step": '
-        yield from self.per_step_pieces()
-        yield "}"
+        return pieces(self.json_value(**extra))
+
+    def json_value(self, **extra) -> dict:
+        """:meth:`to_json` (plus ``extra`` keys), ``per_step`` last and :class:`.Encoded`
+        (:meth:`per_step_pieces`): a value for :func:`.jsonpieces.pieces`, also inside the
+        outputs of several analyses."""
+        return self.to_json(per_step=False) | extra | {"per_step": Encoded(self.per_step_pieces())}
 
 
 def _reported_ops(steps: Steps) -> tuple[np.ndarray, pd.Categorical, pd.Categorical, np.ndarray]:

@@ -175,8 +175,7 @@ def find_steps(
         )
     s_start, s_end = all_steps["start_ns"].to_numpy(), all_steps["end_ns"].to_numpy()
     anchors = anchors.assign(step=interval_index(s_start, s_end, anchors["start_ns"].to_numpy()))
-    ops = _project(trace, sel_pid, sel_tid, all_steps, anchors)
-    ops, device_id = _pick_device(trace, ops, skip, device, notes)
+    ops, device_id = _project(trace, sel_pid, sel_tid, all_steps, anchors, skip, device, notes)
     give_back(len(ops))
     kept, dropped = _kept_steps(ops, all_steps, skip, device_id, notes)
     return Steps(
@@ -276,65 +275,105 @@ def _no_step_ranges(nvtx: pd.DataFrame, spec: StepSpec) -> SpecError:
 
 
 def _project(
-    trace: Trace, pid: int, tid: int, all_steps: pd.DataFrame, anchors: pd.DataFrame
-) -> pd.DataFrame:
-    """``trace.ops`` with ``step`` and ``anchor`` (row of ``anchors``), -1 where not projected:
-    by the start of the launching API call on the steps' thread."""
+    trace: Trace,
+    pid: int,
+    tid: int,
+    all_steps: pd.DataFrame,
+    anchors: pd.DataFrame,
+    skip: int,
+    device: int | None,
+    notes: list[str],
+) -> tuple[pd.DataFrame, int | None]:
+    """The operations of the steps' device (:func:`_pick_device`; None when no operation was
+    projected onto a kept step: then every operation) with ``step`` and ``anchor`` (row of
+    ``anchors``), -1 where not projected: by the start of the launching API call on the
+    steps' thread. Each device's operations are a stretch of ``trace.ops``
+    (:func:`.loader.by_device`): the device's are taken without a copy of them."""
     ops = trace.ops
     if trace.capture_mode is CaptureMode.NO_CUDA:
-        return ops.assign(step=np.zeros(0, np.int64), anchor=np.zeros(0, np.int64))
+        return ops.assign(step=np.zeros(0, np.int64), anchor=np.zeros(0, np.int64)), None
     s_start, s_end = all_steps["start_ns"].to_numpy(), all_steps["end_ns"].to_numpy()
     a_start, a_end = anchors["start_ns"].to_numpy(), anchors["end_ns"].to_numpy()
     # a launch on the thread (api_tid >= 0) always has its API call's start
     on_thread = (ops["pid"].to_numpy() == pid) & (ops["api_tid"].to_numpy() == tid)
+    # the thread's operations (None: every one, the usual case of one process)
+    rows = None if on_thread.all() else np.flatnonzero(on_thread)
+    del on_thread
     launched = ops["api_start_ns"].to_numpy()
-    if on_thread.all():  # the usual case: one process, one launching thread
-        step_of, anchor_of = _lookup_runs(launched, (s_start, s_end), (a_start, a_end))
-    else:
-        rows = np.flatnonzero(on_thread)
-        step_of = np.full(len(ops), -1, dtype=op_index_dtype(len(s_start)))
-        anchor_of = np.full(len(ops), -1, dtype=op_index_dtype(len(a_start)))
-        step_of[rows], anchor_of[rows] = _lookup_runs(
-            launched[rows], (s_start, s_end), (a_start, a_end)
-        )
+    launched = launched if rows is None else launched[rows]
+    step_of, anchor_of = _lookup_runs(launched, (s_start, s_end), (a_start, a_end))
     del launched
-    columns = {c: ops[c] for c in ops.columns}  # shared, not copied (assign copies)
-    return pd.DataFrame({**columns, "step": step_of, "anchor": anchor_of}, copy=False)
+    devices = ops["device_id"].to_numpy()
+    device_id = _pick_device(trace, devices, rows, step_of >= skip, device, notes)
+    kept = slice(0, len(ops))  # (one device, or none picked: every operation)
+    if device_id is not None and devices.min() != devices.max():
+        kept = _device_rows(devices, device_id)
+    columns = {c: ops[c].array[kept] for c in ops.columns}  # a stretch: views, not copies
+    step_of, anchor_of = (_of_kept(v, rows, kept, len(ops)) for v in (step_of, anchor_of))
+    return pd.DataFrame({**columns, "step": step_of, "anchor": anchor_of}, copy=False), device_id
+
+
+def _device_rows(devices: np.ndarray, device_id: int) -> slice | np.ndarray:
+    """The rows of ``device_id``: a slice where the rows of each device are together (in
+    device order, as :func:`.loader.by_device` leaves them), else their positions."""
+    if not (devices[1:] < devices[:-1]).any():
+        lo, hi = (
+            np.searchsorted(devices, device_id, "left"),
+            np.searchsorted(devices, device_id, "right"),
+        )
+        return slice(int(lo), int(hi))
+    return np.flatnonzero(devices == device_id)
+
+
+def _of_kept(values: np.ndarray, rows: np.ndarray | None, kept, n: int) -> np.ndarray:
+    """Per operation of ``kept`` (a slice or positions of ``n`` operations), its value among
+    ``values`` (one per operation of ``rows``, sorted positions; None: of every operation),
+    -1 for the operations not in ``rows``."""
+    if rows is None:
+        return values[kept]
+    if isinstance(kept, slice):  # the stretch's rows only: no array of every operation
+        lo, hi = np.searchsorted(rows, [kept.start, kept.stop])
+        out = np.full(kept.stop - kept.start, -1, dtype=values.dtype)
+        out[rows[lo:hi] - kept.start] = values[lo:hi]
+        return out
+    out = np.full(n, -1, dtype=values.dtype)
+    out[rows] = values
+    return out[kept]
 
 
 def _pick_device(
-    trace: Trace, ops: pd.DataFrame, skip: int, device: int | None, notes: list[str]
-) -> tuple[pd.DataFrame, int | None]:
-    """The device of the steps (``device``, else the one with the most projected operations)
-    and its operations; (ops, None) when no operation was projected onto a kept step."""
-    projected = ops["step"].to_numpy() >= skip
+    trace: Trace,
+    devices: np.ndarray,
+    rows: np.ndarray | None,
+    projected: np.ndarray,
+    device: int | None,
+    notes: list[str],
+) -> int | None:
+    """The device of the steps: ``device``, else the one with the most operations projected
+    onto a kept step (``projected``: per operation of ``rows``, None: of every operation);
+    None when there is none."""
     if not projected.any():
-        if trace.capture_mode is not CaptureMode.NO_CUDA:
-            notes.append(f"{no_launch_note(trace)}; GPU metrics are empty")
-        return ops, None
-    devices = ops["device_id"].to_numpy()
-    one_device = devices.min() == devices.max()
-    if one_device:  # the usual case: no copy of the device ids to count
+        notes.append(f"{no_launch_note(trace)}; GPU metrics are empty")
+        return None
+    if devices.min() == devices.max():  # the usual case: no copy of the device ids to count
         per_device = pd.Series([int(projected.sum())], index=[int(devices[0])])
     else:
-        per_device = pd.Series(devices[projected]).value_counts()
+        of_rows = devices if rows is None else devices[rows]
+        per_device = pd.Series(of_rows[projected]).value_counts()
     if device is not None:
         if device not in per_device.index:
             raise SpecError(
                 f"no GPU work of the steps on device {device}; devices with work: "
                 f"{', '.join(map(str, per_device.index))}"
             )
-        device_id = device
-    else:
-        device_id = int(per_device.index[0])
-        if len(per_device) > 1:
-            notes.append(
-                f"steps launch work on {len(per_device)} devices; using device {device_id} "
-                "(most operations); pick another with --device"
-            )
-    if not one_device:  # (one device: no copy of every column)
-        ops = ops[devices == device_id].reset_index(drop=True)
-    return ops, device_id
+        return device
+    device_id = int(per_device.index[0])
+    if len(per_device) > 1:
+        notes.append(
+            f"steps launch work on {len(per_device)} devices; using device {device_id} "
+            "(most operations); pick another with --device"
+        )
+    return device_id
 
 
 def _kept_steps(

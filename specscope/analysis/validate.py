@@ -156,7 +156,26 @@ def _duplicates(trace) -> int:
     keys = ((gtid[has] >> 24) & 0xFFFFFF) << 38 | corr[has]
     if len(keys) < 2 or bool(np.greater(keys[1:], keys[:-1]).all()):
         return 0  # the usual case: calls in correlation order, each id once
+    if _increasing_per_process(keys):  # several processes' calls interleaved in time
+        return 0
     return int(pd.Series(keys).duplicated(keep=False).sum())
+
+
+def _increasing_per_process(keys: np.ndarray, most: int = 64) -> bool:
+    """Whether the keys (``pid << 38 | corr``) of each process increase (each process' calls
+    in correlation order: no id twice), looked at process by process for up to ``most``
+    processes (8 ranks of 400 000 calls: 40 ms, where hashing every key took 0.3 s); False
+    when they do not, or with more processes."""
+    left = keys
+    for _ in range(most):
+        if not len(left):
+            return True
+        mine = (left >> 38) == (left[0] >> 38)
+        own = left[mine]
+        if not bool(np.greater(own[1:], own[:-1]).all()):
+            return False
+        left = left[~mine]
+    return not len(left)
 
 
 def duplicate_note(trace) -> list[str]:

@@ -85,12 +85,14 @@ def _analyze_several(traces, spec_args: SpecArgs, fmt: str, db, jobs, dask_sched
         frames = {k: a.metrics.frame for k, a in ok.items()}
         view = ranks.cross_rank(frames, collective=collective or None)
     if fmt == "json":
+        from specscope.analysis.jsonpieces import pieces
+
         data = {
-            "exports": [a.to_json() | {"rank": k} for k, a in ok.items()],
+            "exports": [a.json_value(rank=k) for k, a in ok.items()],
             "failed": [{"trace": str(r.path), "error": r.error} for r in results if not r.ok],
-            "ranks": ranks.to_json(view, list(ok)),
+            "ranks": ranks.json_value(view, list(ok)),
         }
-        click.echo(json.dumps(data))
+        _echo_pieces(pieces(data))
     elif fmt == "csv":
         if view is not None:
             click.echo(view.to_csv(), nl=False)
@@ -107,6 +109,16 @@ def _analyze_several(traces, spec_args: SpecArgs, fmt: str, db, jobs, dask_sched
             f"{len(failed)} of {len(results)} export(s) failed: "
             + ", ".join(str(r.path) for r in failed)
         )
+
+
+def _echo_pieces(pieces) -> None:
+    """JSON text given in pieces, written in pieces of at most 1 M characters, and a newline:
+    no copy of the whole text (hundreds of MB for 100 000 steps), per-step rows last in each
+    analysis (:meth:`~specscope.analysis.run.Analysis.json_pieces`)."""
+    for piece in pieces:
+        for i in range(0, len(piece), 1 << 20):
+            click.echo(piece[i : i + (1 << 20)], nl=False)
+    click.echo()
 
 
 def _analyze_export(path: Path, spec_args: SpecArgs, collective: str, fmt: str, totals: bool):
@@ -192,10 +204,10 @@ def _print_processes(export, fmt: str, db, totals: bool) -> None:
         note(f"appended runs {', '.join(map(str, ids))} to {db}")
     trace = export.processes[0].analysis.trace
     if fmt == "json":
-        data = export.to_json() | {"trace": str(export.path), "failed": []}
+        extra = {"trace": str(export.path), "failed": []}
         if totals:
-            data["totals"] = _totals_json(trace)
-        click.echo(json.dumps(data))
+            extra["totals"] = _totals_json(trace)
+        _echo_pieces(export.json_pieces(**extra))
     elif fmt == "csv":
         click.echo(export.cross_rank.to_csv(), nl=False)
     else:
@@ -219,12 +231,7 @@ def _print_one(result, fmt: str, totals: bool, timeline: bool, median_by: str,
             extra["top_kernels"] = top_kernels.reset_index().to_dict("records")
         if totals:
             extra["totals"] = _totals_json(result.trace)
-        # compact, per_step last; written in pieces of at most 1 M characters (no copies of
-        # the whole text, hundreds of MB for 100 000 steps)
-        for piece in result.json_pieces(**extra):
-            for i in range(0, len(piece), 1 << 20):
-                click.echo(piece[i : i + (1 << 20)], nl=False)
-        click.echo()
+        _echo_pieces(result.json_pieces(**extra))
         return
     if fmt == "csv":
         click.echo(result.metrics.frame.to_csv(), nl=False)

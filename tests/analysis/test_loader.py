@@ -187,8 +187,14 @@ def test_op_columns_keep_extreme_values(write_export, monkeypatch, reader):
 
 @pytest.mark.parametrize(
     "a_pids, dup",
-    [((100,), False), ((100,), True), ((100, 200), False)],
-    ids=["one process", "an id twice", "two processes"],
+    [
+        ((100,), False),
+        ((100,), True),
+        ((100, 200), False),
+        ((100, 200), True),
+        (tuple(range(100, 200)), False),
+    ],
+    ids=["one process", "an id twice", "two processes", "two, an id twice", "many processes"],
 )
 def test_launch_matching_against_a_dict(a_pids, dup):
     """Each op's API call: the first call with its (pid, correlation id), none for id 0; the
@@ -239,3 +245,30 @@ def test_xz_compressed_export_is_read_and_left_untouched(tmp_path, monkeypatch):
     r = CliRunner().invoke(cli, ["analyze", str(broken)])
     assert r.exit_code == 2 and f"run `xz -dk {broken}`" in r.stderr
     assert os.listdir(tmp_path / "tmp") == []
+
+
+def test_by_device_groups_the_rows_of_each_device_in_their_order():
+    """:func:`.loader.by_device` is a stable sort by device, in the columns' order and dtypes;
+    one-value columns stay views; grouped columns come back as they are."""
+    from specscope.analysis.loader import by_device
+
+    rng = np.random.default_rng(3)
+    for _ in range(300):
+        n = int(rng.integers(2, 60))
+        ids = np.array([0, 1, 3, 7, -2, 1 << 20], dtype=np.int32)[: rng.integers(1, 7)]
+        device = rng.choice(ids, n).astype(np.int32)
+        columns = {
+            "start_ns": rng.integers(0, 1 << 40, n),
+            "device_id": device,
+            "kind": rng.integers(0, 4, n).astype(np.int8),
+            "pid": np.broadcast_to(np.array([9], dtype=np.int32), (n,)),
+        }
+        order = np.argsort(device, kind="stable")
+        out = by_device(dict(columns))
+        assert list(out) == list(columns)
+        for name, values in columns.items():
+            expected = values if name == "pid" else values[order]
+            assert out[name].dtype == values.dtype and np.array_equal(out[name], expected)
+        assert out["pid"].strides == (0,)
+        if (np.diff(device) >= 0).all():
+            assert all(out[k] is columns[k] for k in columns)

@@ -109,3 +109,27 @@ def test_user_regexes_are_compiled_up_front(options: dict, message: str) -> None
 
 def test_good_regexes_pass() -> None:
     check_regexes({"--count-kernels": ["copy|memset"], "--highlight": None, "--anchors": ["a"]})
+
+
+def test_interleaved_processes_share_no_ids_unless_one_repeats():
+    """Calls of several processes interleaved in time, each process' ids increasing: no
+    duplicates (looked at process by process); an id twice in one process is counted."""
+    from types import SimpleNamespace
+
+    from specscope.analysis.validate import _duplicates
+
+    pids = np.array([5, 6, 5, 6, 5, 7, 6, 7], dtype=np.int64)
+    corr = np.array([1, 1, 2, 2, 3, 1, 3, 9], dtype=np.int64)
+
+    def trace(c):
+        gtid = (pids << 24) | 11
+        runtime = [np.zeros(len(c)), np.zeros(len(c)), gtid, c, np.zeros(len(c))]
+        return SimpleNamespace(has=lambda table: True, _runtime=runtime)
+
+    assert _duplicates(trace(corr)) == 0
+    repeated = corr.copy()
+    repeated[4] = 2  # pid 5: 1, 2, 2
+    assert _duplicates(trace(repeated)) == 2
+    backwards = corr.copy()
+    backwards[[0, 2]] = [2, 1]  # pid 5 out of order, no id twice
+    assert _duplicates(trace(backwards)) == 0

@@ -1,0 +1,109 @@
+"""An export of tensor-parallel ranks, each process on its own GPU, their rows interleaved in
+time: ``bench/merge_ranks.py`` joins three exports of ``bench/make_export.py`` (seeds 1-3) as
+nsys writes such a run. Each rank's analysis in the joined export must equal the analysis of
+its own export (device and pid aside: only its own operations run on its device), whether the
+analysis reads that device's operations in place (:func:`.loader.by_device`) or not, and the
+JSON written in pieces must be the JSON of the whole."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+import testdata
+
+from specscope.analysis import loader, steps
+from specscope.analysis.auto import analyze_processes
+from specscope.analysis.loader import load
+from specscope.analysis.run import AnalyzeOptions, analyze
+from specscope.analysis.spec import load_preset
+from specscope.analysis.steps import find_steps
+from specscope.analysis.validate import validated
+
+OPS = 3_000
+SEEDS = (1, 2, 3)
+
+
+@pytest.fixture(scope="module")
+def exports(tmp_path_factory) -> tuple[list, object]:
+    make_export = testdata.bench_module("make_export")
+    merge_ranks = testdata.bench_module("merge_ranks")
+    folder = tmp_path_factory.mktemp("ranks")
+    inputs = [folder / f"seed{s}.sqlite" for s in SEEDS]
+    for path, seed in zip(inputs, SEEDS, strict=True):
+        make_export.generate(path, OPS, seed=seed)
+    merged = folder / "ranks.sqlite"
+    merge_ranks.merge(merged, inputs)
+    return inputs, merged
+
+
+def test_each_rank_equals_its_own_export(exports):
+    inputs, merged = exports
+    eagle = load_preset("eagle")
+    x = analyze_processes(merged, eagle)
+    assert [p.device for p in x.processes] == [0, 1, 2]
+    assert len({p.pid for p in x.processes}) == 3
+    for p, path in zip(x.processes, inputs, strict=True):
+        alone = analyze(path, eagle)
+        assert len(alone.frame) > 10
+        pd.testing.assert_frame_equal(p.analysis.frame, alone.frame)
+        assert p.analysis.notes == alone.notes
+        pd.testing.assert_frame_equal(p.analysis.op_totals, alone.op_totals)
+    assert x.cross_rank is not None and len(x.cross_rank) > 10
+
+
+def test_a_ranks_operations_are_read_in_place(exports):
+    """The joined export's operations come grouped by device (rows interleaved in the file);
+    a rank's steps hold a stretch of them, not a copy."""
+    _, merged = exports
+    trace = load(merged)
+    validated(trace)
+    ops = trace.ops
+    devices = ops["device_id"].to_numpy()
+    assert (np.diff(devices) >= 0).all() and set(devices) == {0, 1, 2}
+    pid = int(ops.loc[devices == 1, "pid"].iloc[0])
+    s = find_steps(trace, load_preset("eagle"), pid=pid)
+    assert s.device_id == 1 and (s.ops["device_id"] == 1).all()
+    assert len(s.ops) == int((devices == 1).sum())
+    assert np.shares_memory(s.ops["start_ns"].to_numpy(), ops["start_ns"].to_numpy())
+
+
+def test_the_same_without_the_grouping(exports, monkeypatch):
+    """Operations left in file order (a frame made otherwise): each rank's are picked out,
+    with the same steps and metrics."""
+    _, merged = exports
+    eagle = load_preset("eagle")
+    grouped = analyze_processes(merged, eagle)
+    monkeypatch.setattr(loader, "by_device", lambda columns: columns)
+    trace = load(merged)
+    assert (np.diff(trace.ops["device_id"].to_numpy()) < 0).any()  # interleaved
+    plain = analyze_processes(trace, eagle)
+    for a, b in zip(grouped.processes, plain.processes, strict=True):
+        pd.testing.assert_frame_equal(a.analysis.frame, b.analysis.frame)
+    # a rank's operations picked by their positions
+    s = find_steps(trace, eagle, pid=plain.processes[2].pid)
+    assert isinstance(steps._device_rows(trace.ops["device_id"].to_numpy(), 2), np.ndarray)
+    assert (s.ops["device_id"] == 2).all()
+
+
+def test_device_option_and_missing_device(exports):
+    _, merged = exports
+    x = analyze_processes(merged, load_preset("eagle"))
+    pid = x.processes[1].pid
+    one = analyze(merged, load_preset("eagle"), AnalyzeOptions(pid=pid, device=1))
+    pd.testing.assert_frame_equal(one.frame, x.processes[1].analysis.frame)
+    with pytest.raises(Exception, match="no GPU work of the steps on device 0"):
+        analyze(merged, load_preset("eagle"), AnalyzeOptions(pid=pid, device=0))
+
+
+def test_json_in_pieces_is_the_json_of_the_whole(exports):
+    _, merged = exports
+    x = analyze_processes(merged, load_preset("eagle"))
+    text = "".join(x.json_pieces(trace="t", failed=[]))
+    assert json.loads(text) == json.loads(json.dumps(x.to_json())) | {"trace": "t", "failed": []}
+    data = json.loads(text)
+    assert [e["device"] for e in data["exports"]] == [0, 1, 2]
+    assert len(data["ranks"]["per_step"]) == data["ranks"]["steps"] > 10
+    assert list(data["exports"][0])[-1] == "per_step"  # written last, in pieces
