@@ -338,15 +338,12 @@ class Trace:
         step = rows or max(n, 1)
         for lo in range(0, max(n, 1), step):
             piece = [c[lo : lo + step] for c in self._runtime]
-            sel = None
-            if thread is not None:
-                gtid = piece[2]
-                sel = ((gtid >> 24) & _PID_MASK == thread[0]) & (gtid & _PID_MASK == thread[1])
+            if thread is not None:  # (first: the names of the thread's calls only)
+                mine = (piece[2] & _THREAD_BITS) == (thread[0] << 24 | thread[1])
+                piece = [c[mine] for c in piece]
             if names is not None:
                 named = np.isin(piece[4], wanted)
-                sel = named if sel is None else sel & named
-            if sel is not None:
-                piece = [c[sel] for c in piece]
+                piece = [c[named] for c in piece]
             start, end, gtid, corr, name_id = piece
             yield pd.DataFrame(
                 {
@@ -741,6 +738,7 @@ def _id_tables(a_pid: np.ndarray, a_corr: np.ndarray, most: int = 64):
     return by_table
 
 
+_THREAD_BITS = (_PID_MASK << 24) | _PID_MASK  # the pid and tid of a globalTid
 _CORR_BITS = 38  # (pid, correlation id) pairs are matched as pid << 38 | correlationId
 # code in COPY_KINDS of each copyKind byte: 1 htod, 2 dtoh, 8 dtod, 11-13 unified, else other
 _COPY_CODE = np.full(256, COPY_KINDS.index("other"), dtype=np.int8)
@@ -798,6 +796,39 @@ def by_device(columns: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
             out[name] = values if values.strides == (0,) else values[order]
         del values
     return out
+
+
+def per_ops_frame(trace: Trace, name: str, compute):
+    """``compute(trace.ops)``, kept on ``trace`` as ``name`` until its operations frame is
+    another (:func:`.validate.validated` drops rows by replacing it): what every process of
+    an export asks of the same frame is worked out once, not once per process."""
+    ops = trace.ops
+    kept = trace.__dict__.get(name)
+    if kept is None or kept[0]() is not ops:
+        kept = (weakref.ref(ops), compute(ops))
+        trace.__dict__[name] = kept
+    return kept[1]
+
+
+def device_rows(trace: Trace, device_id: int) -> slice | np.ndarray:
+    """The rows of ``trace.ops`` on ``device_id``: a slice where each device's rows are one
+    stretch (:func:`by_device`; the stretches found once per frame), else their positions."""
+    stretches = per_ops_frame(trace, "_device_stretches", _stretches)
+    if stretches is not None:
+        return stretches.get(device_id, slice(0, 0))
+    return np.flatnonzero(trace.ops["device_id"].to_numpy() == device_id)
+
+
+def _stretches(ops: pd.DataFrame) -> dict[int, slice] | None:
+    """Device -> its stretch of ``ops`` where the devices come in order, else None."""
+    devices = ops["device_id"].to_numpy()
+    if (devices[1:] < devices[:-1]).any():
+        return None
+    edges = np.flatnonzero(devices[1:] != devices[:-1]) + 1
+    starts, ends = np.r_[0, edges], np.r_[edges, len(devices)]
+    return {
+        int(devices[a]): slice(int(a), int(b)) for a, b in zip(starts, ends, strict=True) if b > a
+    }
 
 
 def _op_label(i: int, strings: dict[int, str], memcpy_names: dict[int, str]) -> str:

@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 
 from specscope.analysis.launch_steps import launch_steps, pick_thread
-from specscope.analysis.loader import CHUNK_ROWS, CaptureMode, Trace
+from specscope.analysis.loader import CHUNK_ROWS, CaptureMode, Trace, device_rows
 from specscope.analysis.memory import give_back
 from specscope.analysis.spec import StepSpec
 from specscope.analysis.validate import no_launch_note
@@ -307,22 +307,10 @@ def _project(
     device_id = _pick_device(trace, devices, rows, step_of >= skip, device, notes)
     kept = slice(0, len(ops))  # (one device, or none picked: every operation)
     if device_id is not None and devices.min() != devices.max():
-        kept = _device_rows(devices, device_id)
+        kept = device_rows(trace, device_id)
     columns = {c: ops[c].array[kept] for c in ops.columns}  # a stretch: views, not copies
     step_of, anchor_of = (_of_kept(v, rows, kept, len(ops)) for v in (step_of, anchor_of))
     return pd.DataFrame({**columns, "step": step_of, "anchor": anchor_of}, copy=False), device_id
-
-
-def _device_rows(devices: np.ndarray, device_id: int) -> slice | np.ndarray:
-    """The rows of ``device_id``: a slice where the rows of each device are together (in
-    device order, as :func:`.loader.by_device` leaves them), else their positions."""
-    if not (devices[1:] < devices[:-1]).any():
-        lo, hi = (
-            np.searchsorted(devices, device_id, "left"),
-            np.searchsorted(devices, device_id, "right"),
-        )
-        return slice(int(lo), int(hi))
-    return np.flatnonzero(devices == device_id)
 
 
 def _of_kept(values: np.ndarray, rows: np.ndarray | None, kept, n: int) -> np.ndarray:

@@ -128,13 +128,13 @@ def _analyze_export(path: Path, spec_args: SpecArgs, collective: str, fmt: str, 
 
     spec = spec_args.given_spec
     launches = reads_graph_launches(spec)
-    from specscope.analysis.auto import analyze_processes
+    from specscope.analysis.auto import analyze_processes, process_devices
     from specscope.analysis.loader import load
 
     trace = load(path)
     trace.graph_execs = launches
     options = spec_args.options
-    if collective and options.pid is None and trace.ops["pid"].nunique() > 1:
+    if collective and options.pid is None and len(process_devices(trace)) > 1:
         options = options.counting(collective)  # several processes: the straggler's metric
     try:
         return analyze_processes(trace, spec, options, collective=collective or None)

@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 import testdata
 
-from specscope.analysis import loader, steps
+from specscope.analysis import loader
 from specscope.analysis.auto import analyze_processes
 from specscope.analysis.loader import load
 from specscope.analysis.run import AnalyzeOptions, analyze
@@ -68,6 +68,8 @@ def test_a_ranks_operations_are_read_in_place(exports):
     assert s.device_id == 1 and (s.ops["device_id"] == 1).all()
     assert len(s.ops) == int((devices == 1).sum())
     assert np.shares_memory(s.ops["start_ns"].to_numpy(), ops["start_ns"].to_numpy())
+    assert loader.device_rows(trace, 1) == slice(*np.flatnonzero(devices == 1)[[0, -1]] + [0, 1])
+    assert loader.device_rows(trace, 5) == slice(0, 0)  # (no such device)
 
 
 def test_the_same_without_the_grouping(exports, monkeypatch):
@@ -84,7 +86,7 @@ def test_the_same_without_the_grouping(exports, monkeypatch):
         pd.testing.assert_frame_equal(a.analysis.frame, b.analysis.frame)
     # a rank's operations picked by their positions
     s = find_steps(trace, eagle, pid=plain.processes[2].pid)
-    assert isinstance(steps._device_rows(trace.ops["device_id"].to_numpy(), 2), np.ndarray)
+    assert isinstance(loader.device_rows(trace, 2), np.ndarray)
     assert (s.ops["device_id"] == 2).all()
 
 
