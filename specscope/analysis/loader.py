@@ -774,7 +774,9 @@ def by_device(columns: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     interleaved in time; each rank's analysis reads its device's operations. Copying those
     out per rank held every operation twice (8 M operations of 4 ranks: 0.4 GB more) and
     read every column once per rank; the reordering is one gather per column, each column
-    given up once gathered. Columns of one value (:func:`.memory.one_value_view`) stay so."""
+    given up once gathered, half of the columns on a second thread (:func:`.parallel.beside`:
+    numpy's gathers let go of the GIL). Columns of one value (:func:`.memory.one_value_view`)
+    stay so."""
     device = columns["device_id"]
     if len(device) < 2 or device.strides == (0,) or not (device[1:] < device[:-1]).any():
         return columns
@@ -787,13 +789,24 @@ def by_device(columns: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         ids, counts = np.unique(device, return_counts=True)
     small = np.int32 if len(device) < np.iinfo(np.int32).max else np.int64
     order = np.concatenate([np.flatnonzero(device == d).astype(small) for d in ids])
+    names = list(columns)  # (their order)
+    grouped = {"device_id": np.repeat(ids, counts).astype(device.dtype, copy=False)}
+    del columns["device_id"], device
+    theirs = {name: columns.pop(name) for name in list(columns)[1::2]}
+    other = beside(len(order), _gathered, theirs, order)
+    del theirs  # (the thread's now: each given up once gathered)
+    grouped |= _gathered(columns, order)
+    grouped |= other.result()
+    return {name: grouped[name] for name in names}
+
+
+def _gathered(columns: dict[str, np.ndarray], order: np.ndarray) -> dict[str, np.ndarray]:
+    """Each of ``columns`` in ``order`` (one-value columns as they are), each column given up
+    (popped) once gathered."""
     out = {}
-    for name in list(columns):  # (in their order)
+    for name in list(columns):
         values = columns.pop(name)
-        if name == "device_id":
-            out[name] = np.repeat(ids, counts).astype(values.dtype, copy=False)
-        else:
-            out[name] = values if values.strides == (0,) else values[order]
+        out[name] = values if values.strides == (0,) else values[order]
         del values
     return out
 
@@ -813,15 +826,22 @@ def per_ops_frame(trace: Trace, name: str, compute):
 def device_rows(trace: Trace, device_id: int) -> slice | np.ndarray:
     """The rows of ``trace.ops`` on ``device_id``: a slice where each device's rows are one
     stretch (:func:`by_device`; the stretches found once per frame), else their positions."""
-    stretches = per_ops_frame(trace, "_device_stretches", _stretches)
+    stretches = device_stretches(trace)
     if stretches is not None:
         return stretches.get(device_id, slice(0, 0))
     return np.flatnonzero(trace.ops["device_id"].to_numpy() == device_id)
 
 
+def device_stretches(trace: Trace) -> dict[int, slice] | None:
+    """Device -> its stretch of ``trace.ops`` where the devices come in order (one device, or
+    :func:`by_device`), else None; found once per frame."""
+    return per_ops_frame(trace, "_device_stretches", _stretches)
+
+
 def _stretches(ops: pd.DataFrame) -> dict[int, slice] | None:
-    """Device -> its stretch of ``ops`` where the devices come in order, else None."""
     devices = ops["device_id"].to_numpy()
+    if len(devices) and devices.strides == (0,):  # (one device, a view: no pass over it)
+        return {int(devices[0]): slice(0, len(devices))}
     if (devices[1:] < devices[:-1]).any():
         return None
     edges = np.flatnonzero(devices[1:] != devices[:-1]) + 1

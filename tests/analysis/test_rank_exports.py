@@ -109,3 +109,24 @@ def test_json_in_pieces_is_the_json_of_the_whole(exports):
     assert [e["device"] for e in data["exports"]] == [0, 1, 2]
     assert len(data["ranks"]["per_step"]) == data["ranks"]["steps"] > 10
     assert list(data["exports"][0])[-1] == "per_step"  # written last, in pieces
+
+
+def test_which_devices_each_process_ran_on(exports, monkeypatch):
+    """From each device's stretch, and the same from the (pid, device) pairs of a frame left
+    in file order; one process on two devices, and a device shared by two processes."""
+    from specscope.analysis.auto import process_devices
+
+    _, merged = exports
+    trace = load(merged)
+    pids = sorted(set(trace.ops["pid"].tolist()))
+    assert process_devices(trace) == {p: [k] for k, p in enumerate(pids)}
+    ops = trace.ops
+    pid = ops["pid"].to_numpy().copy()
+    pid[pid == pids[1]] = pids[0]  # the second rank's work as the first process'
+    device = ops["device_id"].to_numpy().copy()
+    device[(device == 2) & (np.arange(len(device)) % 2 == 0)] = 0  # device 0 shared
+    trace.__dict__["ops"] = ops.assign(pid=pid)
+    assert process_devices(trace) == {pids[0]: [0, 1], pids[2]: [2]}
+    trace.__dict__["ops"] = ops.assign(pid=pid, device_id=device)  # (not grouped now)
+    assert loader.device_stretches(trace) is None
+    assert process_devices(trace) == {pids[0]: [0, 1], pids[2]: [0, 2]}
