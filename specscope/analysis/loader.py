@@ -340,7 +340,8 @@ class Trace:
             piece = [c[lo : lo + step] for c in self._runtime]
             if thread is not None:  # (first: the names of the thread's calls only)
                 mine = (piece[2] & _THREAD_BITS) == (thread[0] << 24 | thread[1])
-                piece = [c[mine] for c in piece]
+                if not mine.all():  # (one thread's calls, the usual export: no copy)
+                    piece = [c[mine] for c in piece]
             if names is not None:
                 named = np.isin(piece[4], wanted)
                 piece = [c[named] for c in piece]
@@ -401,7 +402,8 @@ class Trace:
         del columns
         names = named.result()
         del named
-        if execs is not None:  # graph launches from this read, beside the launch matching
+        grouped = in_device_order(device)  # (else each device's rows are put together below)
+        if execs is not None and grouped:  # graph launches from this read, beside the matching
             group = (start, end, corr, device, pid, kind, in_graph, execs)
             self._ops_launches = beside(len(start), launches_of_ops, *group)
             del execs, group
@@ -430,7 +432,19 @@ class Trace:
         }
         del start, end, device, stream, pid, corr, kind, in_graph, copy_code, nbytes
         del api_start, api_tid
-        columns = by_device(columns)
+        if not grouped:
+            if execs is not None:
+                columns["exec"] = execs
+                del execs
+            columns = by_device(columns)
+            if "exec" in columns:  # the launches from the rows of each device together: the
+                # nodes of a launch in a run again, as in a process' own rows (interleaved
+                # processes broke them into runs of one: a sort of every graph op)
+                group = [columns[c] for c in ("start_ns", "end_ns", "correlation_id")]
+                group += [columns[c] for c in ("device_id", "pid", "kind", "in_graph")]
+                group.append(columns.pop("exec"))
+                self._ops_launches = beside(len(group[0]), launches_of_ops, *group)
+                del group
         categories = {name: values.categories for name, values in names.items()}
         categories |= {"kind": KINDS, "copy_kind": COPY_KINDS}
         for name, labels in categories.items():
@@ -696,17 +710,18 @@ def _id_tables(a_pid: np.ndarray, a_corr: np.ndarray, most: int = 64):
     a process' ids are not dense (:func:`.memory.dense`), out of range, or one is there twice.
     One process (the usual export) looks up without a search for its stretch; several (the
     ranks of a tensor-parallel server) find it by a search among their few pids."""
-    pids, left = [], a_pid
-    while len(left) and len(pids) <= most:  # (a few processes: no sort of every call)
-        pids.append(int(left[0]))
-        left = left[left != left[0]]
-    if len(left) or not (0 <= int(a_corr.min()) and int(a_corr.max()) < 2**_CORR_BITS):
+    pids, left = [int(a_pid[0])], a_pid
+    if a_pid.min() != a_pid.max():  # (a few processes: no sort of every call)
+        while len(left) and len(pids) <= most:
+            left = left[left != pids[-1]]
+            pids += [int(left[0])] if len(left) else []
+    if len(pids) > most or not (0 <= int(a_corr.min()) and int(a_corr.max()) < 2**_CORR_BITS):
         return None
     pids = np.sort(np.array(pids, dtype=np.int64))
     lows, spans, rows = [], [], []
     for p in pids:
         mine = np.flatnonzero(a_pid == p) if len(pids) > 1 else np.arange(len(a_pid))
-        ids = a_corr[mine]
+        ids = a_corr[mine] if len(pids) > 1 else a_corr
         lo, span = int(ids.min()), int(ids.max()) - int(ids.min()) + 1
         if not dense(span, len(ids)):
             return None
@@ -778,7 +793,7 @@ def by_device(columns: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     numpy's gathers let go of the GIL). Columns of one value (:func:`.memory.one_value_view`)
     stay so."""
     device = columns["device_id"]
-    if len(device) < 2 or device.strides == (0,) or not (device[1:] < device[:-1]).any():
+    if in_device_order(device):
         return columns
     lo, hi = int(device.min()), int(device.max())
     if hi - lo < 1 << 16:  # (device ids: small numbers, counted without a sort)
@@ -798,6 +813,11 @@ def by_device(columns: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     grouped |= _gathered(columns, order)
     grouped |= other.result()
     return {name: grouped[name] for name in names}
+
+
+def in_device_order(device: np.ndarray) -> bool:
+    """Whether the device ids come in order (:func:`by_device` leaves them as they are)."""
+    return len(device) < 2 or device.strides == (0,) or not (device[1:] < device[:-1]).any()
 
 
 def _gathered(columns: dict[str, np.ndarray], order: np.ndarray) -> dict[str, np.ndarray]:

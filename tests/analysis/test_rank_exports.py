@@ -130,3 +130,23 @@ def test_which_devices_each_process_ran_on(exports, monkeypatch):
     trace.__dict__["ops"] = ops.assign(pid=pid, device_id=device)  # (not grouped now)
     assert loader.device_stretches(trace) is None
     assert process_devices(trace) == {pids[0]: [0, 1], pids[2]: [0, 2]}
+
+
+def test_zero_config_and_graph_launches_of_interleaved_ranks(exports):
+    """Zero-config: each rank as in its own export. The graph launches grouped from the read
+    (after each device's rows are put together) are those of SQL's ``GROUP BY``."""
+    inputs, merged = exports
+    x = analyze_processes(merged, None)
+    for p, path in zip(x.processes, inputs, strict=True):
+        alone = analyze_processes(path, None).processes[0]
+        assert p.choice == alone.choice
+        pd.testing.assert_frame_equal(p.analysis.frame, alone.analysis.frame)
+    from_read = load(merged)
+    from_read.graph_execs = True
+    by_sql = load(merged)
+    from_read.ops, by_sql.ops  # noqa: B018  (the first read carries the exec ids)
+    assert by_sql._ops_launches is None  # (SQL's GROUP BY)
+    assert from_read._ops_launches.result() is not None  # (grouped from the read)
+    launches = from_read.graph_launches
+    assert len(launches) > 100 and set(launches["device_id"]) == {0, 1, 2}
+    pd.testing.assert_frame_equal(launches, by_sql.graph_launches)
