@@ -843,6 +843,36 @@ def per_ops_frame(trace: Trace, name: str, compute):
     return kept[1]
 
 
+def process_devices(trace: Trace) -> dict[int, list[int]]:
+    """Each process with GPU operations -> the devices they ran on (sorted), in one pass over
+    the operations, not one per process (8 ranks of 1 M operations each: 8 passes over all
+    8 M); worked out again only for another operations frame (:func:`.validate.validated`
+    drops rows by replacing it)."""
+    stretches = device_stretches(trace)
+    return per_ops_frame(trace, "_process_devices", lambda ops: _by_process(ops, stretches))
+
+
+def _by_process(ops: pd.DataFrame, stretches: dict[int, slice] | None) -> dict[int, list[int]]:
+    """:func:`process_devices` of ``ops``: from each device's stretch where there are
+    (:func:`device_stretches`: the pids of each, most often one), else from the
+    distinct (pid, device) pairs."""
+    pid, device = ops["pid"].to_numpy(), ops["device_id"].to_numpy()
+    found: dict[int, list[int]] = {}
+    if stretches is not None:
+        for d, rows in stretches.items():
+            pids = pid[rows]
+            one = pids.strides == (0,) or pids.min() == pids.max()  # (a view: one value)
+            for p in [pids[0]] if one else pd.unique(pids):
+                found.setdefault(int(p), []).append(d)
+    else:
+        pairs = pd.unique((pid.astype(np.int64) << 32) | (device.astype(np.int64) & 0xFFFFFFFF))
+        for pair in pairs.tolist():
+            found.setdefault(pair >> 32, []).append(
+                int(np.uint32(pair & 0xFFFFFFFF).astype(np.int32))
+            )
+    return {p: sorted(found[p]) for p in sorted(found)}
+
+
 def device_rows(trace: Trace, device_id: int) -> slice | np.ndarray:
     """The rows of ``trace.ops`` on ``device_id``: a slice where each device's rows are one
     stretch (:func:`by_device`; the stretches found once per frame), else their positions."""

@@ -33,7 +33,14 @@ import numpy as np
 import pandas as pd
 
 from specscope.analysis.launch_steps import launch_steps, pick_thread
-from specscope.analysis.loader import CHUNK_ROWS, CaptureMode, Trace, device_rows
+from specscope.analysis.loader import (
+    CHUNK_ROWS,
+    CaptureMode,
+    Trace,
+    device_rows,
+    device_stretches,
+    process_devices,
+)
 from specscope.analysis.memory import give_back
 from specscope.analysis.spec import StepSpec
 from specscope.analysis.validate import no_launch_note
@@ -294,10 +301,15 @@ def _project(
         return ops.assign(step=np.zeros(0, np.int64), anchor=np.zeros(0, np.int64)), None
     s_start, s_end = all_steps["start_ns"].to_numpy(), all_steps["end_ns"].to_numpy()
     a_start, a_end = anchors["start_ns"].to_numpy(), anchors["end_ns"].to_numpy()
-    # a launch on the thread (api_tid >= 0) always has its API call's start
-    on_thread = (ops["pid"].to_numpy() == pid) & (ops["api_tid"].to_numpy() == tid)
+    # a launch on the thread (api_tid >= 0) always has its API call's start; looked for in
+    # the stretch of the process' device where it ran on one (a rank of several: its own)
+    where = _process_stretch(trace, pid)
+    on_thread = ops["pid"].to_numpy()[where] == pid
+    on_thread &= ops["api_tid"].to_numpy()[where] == tid
     # the thread's operations (None: every one, the usual case of one process)
-    rows = None if on_thread.all() else np.flatnonzero(on_thread)
+    rows = None if len(on_thread) == len(ops) and on_thread.all() else np.flatnonzero(on_thread)
+    if rows is not None and where.start:
+        rows += where.start
     del on_thread
     launched = ops["api_start_ns"].to_numpy()
     launched = launched if rows is None else launched[rows]
@@ -311,6 +323,16 @@ def _project(
     columns = {c: ops[c].array[kept] for c in ops.columns}  # a stretch: views, not copies
     step_of, anchor_of = (_of_kept(v, rows, kept, len(ops)) for v in (step_of, anchor_of))
     return pd.DataFrame({**columns, "step": step_of, "anchor": anchor_of}, copy=False), device_id
+
+
+def _process_stretch(trace: Trace, pid: int) -> slice:
+    """Where the operations of process ``pid`` lie in ``trace.ops``: its device's stretch
+    where it ran on one device and each device's operations are one stretch, else all."""
+    devices = process_devices(trace).get(pid, [])
+    stretches = device_stretches(trace)
+    if len(devices) == 1 and stretches is not None:
+        return stretches[devices[0]]
+    return slice(0, len(trace.ops))
 
 
 def _of_kept(values: np.ndarray, rows: np.ndarray | None, kept, n: int) -> np.ndarray:

@@ -16,7 +16,7 @@ import testdata
 
 from specscope.analysis import loader
 from specscope.analysis.auto import analyze_processes
-from specscope.analysis.loader import load
+from specscope.analysis.loader import load, process_devices
 from specscope.analysis.run import AnalyzeOptions, analyze
 from specscope.analysis.spec import load_preset
 from specscope.analysis.steps import find_steps
@@ -114,8 +114,6 @@ def test_json_in_pieces_is_the_json_of_the_whole(exports):
 def test_which_devices_each_process_ran_on(exports, monkeypatch):
     """From each device's stretch, and the same from the (pid, device) pairs of a frame left
     in file order; one process on two devices, and a device shared by two processes."""
-    from specscope.analysis.auto import process_devices
-
     _, merged = exports
     trace = load(merged)
     pids = sorted(set(trace.ops["pid"].tolist()))
