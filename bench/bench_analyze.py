@@ -125,14 +125,22 @@ def analyze_available() -> tuple[bool, str]:
     return False, f"`python -m specscope analyze --help` exited {p.returncode}: {last}"
 
 
-def run_child(cmd: list[str], timeout_s: float, stdin: bytes = b"") -> dict:
-    """Run ``cmd``: its wall and CPU (user + sys) time, peak RSS (bytes), exit code and output.
+def run_child(
+    cmd: list[str],
+    timeout_s: float,
+    stdin: bytes = b"",
+    cwd: Path = ROOT,
+    env_extra: dict[str, str] | None = None,
+) -> dict:
+    """Run ``cmd`` in ``cwd``: its wall and CPU (user + sys) time, peak RSS (bytes), exit code
+    and output; ``env_extra``: variables set in its environment (``PYTHONPATH``: a tree).
 
     CPU time is less sensitive than wall time to other work on a shared machine. The child
     caches bytecode as an installed package does (``PYTHONDONTWRITEBYTECODE`` dropped from its
     environment: otherwise every start compiles every module, 0.1-0.3 s here).
     """
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env |= env_extra or {}
     with (
         tempfile.TemporaryFile() as inp,
         tempfile.TemporaryFile() as out,
@@ -141,7 +149,7 @@ def run_child(cmd: list[str], timeout_s: float, stdin: bytes = b"") -> dict:
         inp.write(stdin)
         inp.seek(0)
         t0 = time.perf_counter()
-        p = subprocess.Popen(cmd, stdin=inp, stdout=out, stderr=err, cwd=ROOT, env=env)
+        p = subprocess.Popen(cmd, stdin=inp, stdout=out, stderr=err, cwd=cwd, env=env)
         deadline = t0 + timeout_s
         while True:
             pid, status, usage = os.wait4(p.pid, os.WNOHANG)

@@ -5,42 +5,32 @@
 Each round runs ``python -m specscope analyze EXPORT ARGS --format json`` (or the ``--format``
 in ARGS) once per tree (output
 to /dev/null, the tree first on ``PYTHONPATH``, bytecode cached as an installed package has
-it), so both see the same load; prints best and median wall and CPU time per tree and the 1-minute
-load average. A tree is a checkout, e.g. ``git worktree add --detach /tmp/old e3006a3``.
+it), so both see the same load; prints best and median wall and CPU time and the peak RSS
+(``os.wait4``: each run's own) per tree, and the 1-minute load average. A tree is a checkout,
+e.g. ``git worktree add --detach /tmp/old e3006a3``.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import resource
 import statistics
-import subprocess
 import sys
-import time
 from pathlib import Path
 
+from bench_analyze import run_child
 
-def time_once(tree: Path, export: Path, args: list[str]) -> tuple[float, float]:
-    """Wall and CPU (user + sys) seconds of one analyze of ``export`` by the specscope of
-    ``tree``. CPU time is the steadier figure on a loaded machine: waiting for a core does not
-    count, while wall time can double."""
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    env["PYTHONPATH"] = str(tree)
+
+def time_once(tree: Path, export: Path, args: list[str]) -> tuple[float, float, int]:
+    """Wall and CPU (user + sys) seconds and peak RSS (bytes) of one analyze of ``export`` by
+    the specscope of ``tree``. CPU time is the steadier figure on a loaded machine: waiting
+    for a core does not count, while wall time can double."""
     fmt = [] if "--format" in args else ["--format", "json"]
     cmd = [sys.executable, "-m", "specscope", "analyze", str(export), *args, *fmt]
-    t0, c0 = time.perf_counter(), _children_cpu()
-    done = subprocess.run(cmd, env=env, cwd="/", stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    wall, cpu = time.perf_counter() - t0, _children_cpu() - c0
-    if done.returncode:
-        raise SystemExit(f"{tree}: analyze exited {done.returncode}: {done.stderr.decode()[-300:]}")
-    return wall, cpu
-
-
-def _children_cpu() -> float:
-    """User + sys seconds of this process's finished children."""
-    r = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return r.ru_utime + r.ru_stime
+    run = run_child(cmd, 1800, cwd=Path("/"), env_extra={"PYTHONPATH": str(tree)})
+    if run["rc"]:
+        raise SystemExit(f"{tree}: analyze exited {run['rc']}: {run['stderr'][-300:]}")
+    return run["wall_s"], run["cpu_s"], run["rss_bytes"]
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -54,7 +44,7 @@ def main(argv: list[str] | None = None) -> None:
     a = p.parse_args(argv)
     if len(a.trees) < 2:
         p.error("give at least two trees")
-    times: dict[Path, list[tuple[float, float]]] = {t: [] for t in a.trees}
+    times: dict[Path, list[tuple[float, float, int]]] = {t: [] for t in a.trees}
     load = os.getloadavg()[0]
     for tree in a.trees:  # one untimed run each: caches warm, bytecode written
         time_once(tree.resolve(), a.export.resolve(), extra)
@@ -63,11 +53,12 @@ def main(argv: list[str] | None = None) -> None:
             times[tree].append(time_once(tree.resolve(), a.export.resolve(), extra))
     print(f"load (1 min) {load:.2f} -> {os.getloadavg()[0]:.2f}; analyze {' '.join(extra)}")
     for tree, t in times.items():
-        wall, cpu = [w for w, _ in t], [c for _, c in t]
+        wall, cpu, rss = ([run[i] for run in t] for i in range(3))
         runs = ", ".join(f"{x:.2f}" for x in wall)
         print(
             f"{tree}: wall best {min(wall):.2f} s, median {statistics.median(wall):.2f} s; "
-            f"CPU best {min(cpu):.2f} s, median {statistics.median(cpu):.2f} s  [wall {runs}]"
+            f"CPU best {min(cpu):.2f} s, median {statistics.median(cpu):.2f} s; "
+            f"peak RSS {max(rss) / 2**20:.0f} MiB  [wall {runs}]"
         )
 
 
