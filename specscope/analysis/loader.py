@@ -49,7 +49,7 @@ import pandas as pd
 from specscope.analysis import opsread, opsscan, progress
 from specscope.analysis.compressed import XZ_MAGIC, remove_quietly, xz_copy
 from specscope.analysis.launches import exec_ids, group_launches, launches_of_ops
-from specscope.analysis.memory import CHUNK_ROWS, dense, give_back, one_value_view
+from specscope.analysis.memory import CHUNK_ROWS, dense, give_back, one_value_view, one_valued
 from specscope.analysis.opsread import (
     KINDS,
     NVTX_DOMAIN_CREATE,
@@ -853,16 +853,15 @@ def process_devices(trace: Trace) -> dict[int, list[int]]:
 
 
 def _by_process(ops: pd.DataFrame, stretches: dict[int, slice] | None) -> dict[int, list[int]]:
-    """:func:`process_devices` of ``ops``: from each device's stretch where there are
-    (:func:`device_stretches`: the pids of each, most often one), else from the
+    """:func:`process_devices` of ``ops``: from the pids of each device's stretch where the
+    devices come in order (:func:`device_stretches`; most often one pid each), else from the
     distinct (pid, device) pairs."""
     pid, device = ops["pid"].to_numpy(), ops["device_id"].to_numpy()
     found: dict[int, list[int]] = {}
     if stretches is not None:
         for d, rows in stretches.items():
             pids = pid[rows]
-            one = pids.strides == (0,) or pids.min() == pids.max()  # (a view: one value)
-            for p in [pids[0]] if one else pd.unique(pids):
+            for p in [pids[0]] if one_valued(pids) else pd.unique(pids):
                 found.setdefault(int(p), []).append(d)
     else:
         pairs = pd.unique((pid.astype(np.int64) << 32) | (device.astype(np.int64) & 0xFFFFFFFF))

@@ -84,6 +84,12 @@ def one_value_view(values: np.ndarray) -> np.ndarray:
     return np.broadcast_to(values[:1].copy(), values.shape)
 
 
+def one_valued(values: np.ndarray) -> bool:
+    """Whether ``values`` (not empty) are all one value: at once for a view of one
+    (:func:`one_value_view`), else by their least and greatest."""
+    return values.strides == (0,) or values.min() == values.max()
+
+
 def narrow_ints(values: np.ndarray) -> np.ndarray:
     """``values`` (int64) as int32 where every value fits and the column is large, else as they
     are: correlation ids of GPU operations (32-bit in CUPTI) and their bytes (0 for kernels,

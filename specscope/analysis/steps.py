@@ -41,7 +41,7 @@ from specscope.analysis.loader import (
     device_stretches,
     process_devices,
 )
-from specscope.analysis.memory import give_back
+from specscope.analysis.memory import give_back, one_valued
 from specscope.analysis.spec import StepSpec
 from specscope.analysis.validate import no_launch_note
 from specscope.errors import Info, SpecError
@@ -318,7 +318,7 @@ def _project(
     devices = ops["device_id"].to_numpy()
     device_id = _pick_device(trace, devices, rows, step_of >= skip, device, notes)
     kept = slice(0, len(ops))  # (one device, or none picked: every operation)
-    if device_id is not None and devices.min() != devices.max():
+    if device_id is not None and not one_valued(devices):
         kept = device_rows(trace, device_id)
     columns = {c: ops[c].array[kept] for c in ops.columns}  # a stretch: views, not copies
     step_of, anchor_of = (_of_kept(v, rows, kept, len(ops)) for v in (step_of, anchor_of))
@@ -365,7 +365,7 @@ def _pick_device(
     if not projected.any():
         notes.append(f"{no_launch_note(trace)}; GPU metrics are empty")
         return None
-    if devices.min() == devices.max():  # the usual case: no copy of the device ids to count
+    if one_valued(devices):  # the usual case: no copy of the device ids to count
         per_device = pd.Series([int(projected.sum())], index=[int(devices[0])])
     else:
         of_rows = devices if rows is None else devices[rows]
