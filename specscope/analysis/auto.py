@@ -88,18 +88,17 @@ class ProcessAnalysis:
 
     def to_json(self, per_step: bool = True) -> dict:
         """:meth:`Analysis.to_json` plus ``rank``, ``choice``, ``hint`` (and ``top_kernels``)."""
-        data = self.analysis.to_json(per_step) | {
-            "rank": self.rank,
-            "choice": self.choice,
-            "hint": self.hint,
-        }
-        if self.top_kernels is not None:
-            data["top_kernels"] = self.top_kernels.reset_index().to_dict("records")
-        return data
+        return self.analysis.to_json(per_step) | self._labels()
 
     def json_value(self) -> dict:
         """:meth:`to_json`, ``per_step`` last and in pieces (:meth:`.Analysis.json_value`)."""
-        return self.analysis.json_value(**self.to_json(per_step=False))
+        return self.analysis.json_value(**self._labels())
+
+    def _labels(self) -> dict:
+        data = {"rank": self.rank, "choice": self.choice, "hint": self.hint}
+        if self.top_kernels is not None:
+            data["top_kernels"] = self.top_kernels.reset_index().to_dict("records")
+        return data
 
 
 @dataclass

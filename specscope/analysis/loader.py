@@ -49,7 +49,14 @@ import pandas as pd
 from specscope.analysis import opsread, opsscan, progress
 from specscope.analysis.compressed import XZ_MAGIC, remove_quietly, xz_copy
 from specscope.analysis.launches import exec_ids, group_launches, launches_of_ops
-from specscope.analysis.memory import CHUNK_ROWS, dense, give_back, one_value_view, one_valued
+from specscope.analysis.memory import (
+    CHUNK_ROWS,
+    dense,
+    few_distinct,
+    give_back,
+    one_value_view,
+    one_valued,
+)
 from specscope.analysis.opsread import (
     KINDS,
     NVTX_DOMAIN_CREATE,
@@ -710,18 +717,17 @@ def _id_tables(a_pid: np.ndarray, a_corr: np.ndarray, most: int = 64):
     a process' ids are not dense (:func:`.memory.dense`), out of range, or one is there twice.
     One process (the usual export) looks up without a search for its stretch; several (the
     ranks of a tensor-parallel server) find it by a search among their few pids."""
-    pids, left = [int(a_pid[0])], a_pid
-    if a_pid.min() != a_pid.max():  # (a few processes: no sort of every call)
-        while len(left) and len(pids) <= most:
-            left = left[left != pids[-1]]
-            pids += [int(left[0])] if len(left) else []
-    if len(pids) > most or not (0 <= int(a_corr.min()) and int(a_corr.max()) < 2**_CORR_BITS):
+    pids = [int(a_pid[0])] if one_valued(a_pid) else few_distinct(a_pid, most)
+    if pids is None or not (0 <= int(a_corr.min()) and int(a_corr.max()) < 2**_CORR_BITS):
         return None
     pids = np.sort(np.array(pids, dtype=np.int64))
     lows, spans, rows = [], [], []
     for p in pids:
-        mine = np.flatnonzero(a_pid == p) if len(pids) > 1 else np.arange(len(a_pid))
-        ids = a_corr[mine] if len(pids) > 1 else a_corr
+        if len(pids) == 1:  # (one process: every call, no copy of their ids)
+            mine, ids = np.arange(len(a_pid)), a_corr
+        else:
+            mine = np.flatnonzero(a_pid == p)
+            ids = a_corr[mine]
         lo, span = int(ids.min()), int(ids.max()) - int(ids.min()) + 1
         if not dense(span, len(ids)):
             return None
@@ -891,7 +897,7 @@ def _stretches(ops: pd.DataFrame) -> dict[int, slice] | None:
     devices = ops["device_id"].to_numpy()
     if len(devices) and devices.strides == (0,):  # (one device, a view: no pass over it)
         return {int(devices[0]): slice(0, len(devices))}
-    if (devices[1:] < devices[:-1]).any():
+    if not in_device_order(devices):
         return None
     edges = np.flatnonzero(devices[1:] != devices[:-1]) + 1
     starts, ends = np.r_[0, edges], np.r_[edges, len(devices)]

@@ -90,6 +90,18 @@ def one_valued(values: np.ndarray) -> bool:
     return values.strides == (0,) or values.min() == values.max()
 
 
+def few_distinct(values: np.ndarray, most: int = 64) -> list[int] | None:
+    """The distinct ``values`` in order of first appearance, found one at a time (a pass each:
+    no sort of them all, for the few processes of an export); None with more than ``most``."""
+    found, left = [], values
+    while len(left):
+        if len(found) == most:
+            return None
+        found.append(int(left[0]))
+        left = left[left != left[0]]
+    return found
+
+
 def narrow_ints(values: np.ndarray) -> np.ndarray:
     """``values`` (int64) as int32 where every value fits and the column is large, else as they
     are: correlation ids of GPU operations (32-bit in CUPTI) and their bytes (0 for kernels,

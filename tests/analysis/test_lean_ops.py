@@ -264,3 +264,15 @@ def test_class_counts_by_sorting_are_the_bincounts(path, monkeypatch) -> None:
     monkeypatch.setattr(metrics, "dense", lambda span, n: False)
     monkeypatch.setattr(metrics, "CHUNK_ROWS", 64)  # many chunks, kernel patterns per chunk
     assert outputs() == dense
+
+
+def test_few_distinct_values_in_order_of_first_appearance():
+    from specscope.analysis.memory import few_distinct, one_valued
+
+    values = np.array([7, 3, 7, 9, 3, 3, 9, 7])
+    assert few_distinct(values) == [7, 3, 9]
+    assert few_distinct(values, most=3) == [7, 3, 9]
+    assert few_distinct(values, most=2) is None
+    assert few_distinct(np.zeros(0, dtype=np.int64)) == []
+    assert one_valued(np.broadcast_to(np.array([5]), (10,))) and one_valued(np.full(3, 2))
+    assert not one_valued(values)
