@@ -18,6 +18,16 @@ accepted tokens D2H (a blocking copy: it runs during its call) and synchronises.
 start after their API call has returned and after the previous op on their stream (a fraction
 ``--overlap-frac`` of the eager ones start a little before that op ended).
 
+With ``--launches eager`` there are no graphs: each replay's K kernels are launched one by one
+(a ``cudaLaunchKernel`` each, ``graphNodeId`` NULL), as PyTorch without CUDA graphs does (vLLM's
+``--enforce-eager``, SGLang's ``--disable-cuda-graph``): the RUNTIME table has a row per kernel,
+and a kernel starts once its call has returned and the one before it has ended. Each step then
+launches the same kernels in the same order (a prepare launches one generic kernel, the same for
+each phase), as a decode loop does, so that the kernel-pattern search has a loop to find::
+
+    CPU  |launch|launch|launch|launch| ...            (K calls per phase, 3.5-7 us each)
+    GPU        k      k      k      k                  (each after its call and the last kernel)
+
 Sizes are in GPU operations (rows of KERNEL + MEMCPY + MEMSET); whole steps are written, so the
 total is ``--ops`` rounded up to a whole step. By default about 90% of the operations are graph
 kernels. With ``--columns full`` (default) the KERNEL/MEMCPY/MEMSET/RUNTIME tables also carry the
@@ -209,12 +219,23 @@ class _Chunk:
     k_kind: list[int] = field(default_factory=list)
     g_start: list[int] = field(default_factory=list)  # GPU start of each replay's first kernel
     g_corr: list[int] = field(default_factory=list)
+    e_replays: list[tuple[np.ndarray, ...]] = field(default_factory=list)  # --launches eager:
+    # each replay's kernels as (start, end, corr), launched one by one
 
 
 class _Generator:
     """The timeline: a CPU clock, a clock per stream, correlation ids; emits one step at a time."""
 
-    def __init__(self, seed: int, graph_kernels: int, *, overlap_frac: float, step_style: str):
+    def __init__(
+        self,
+        seed: int,
+        graph_kernels: int,
+        *,
+        overlap_frac: float,
+        step_style: str,
+        launches: str = "graph",
+    ):
+        self.eager = launches == "eager"
         self.rnd = random.Random(seed)
         self._random = self.rnd.random
         self.np = np.random.default_rng(seed)
@@ -313,8 +334,11 @@ class _Generator:
         self._memcpy(c, "dtod", 8192, SIDE_STREAM, self._u(850, 950))
         self._host(1000, 6000)
         self._launch(c, FUSED)
-        for _ in range(self._u(*GENERIC_RANGE)):
-            self._launch(c, self.rnd.choice(GENERIC_KERNELS))
+        if self.eager:  # the same kernels every step (module doc)
+            self._launch(c, GENERIC_KERNELS[PHASES.index(phase)])
+        else:
+            for _ in range(self._u(*GENERIC_RANGE)):
+                self._launch(c, self.rnd.choice(GENERIC_KERNELS))
         if self.rnd.random() < MEMSET_P:
             a0, a1, corr = self._api(c, "memset", 2500, 5000)
             g0, g1 = self._gpu_slot(SIDE_STREAM, a0, a1, self._u(600, 900))
@@ -323,10 +347,43 @@ class _Generator:
         self._range(c, f"{phase}.prepare", start, self.cpu)
         self._host(200, 800)
 
-    def _replay(self, c: _Chunk, phase: str, total: int) -> None:
+    def _eager_replay(self, c: _Chunk, dur: np.ndarray, gap: np.ndarray) -> None:
+        """The replay's kernels (durations ``dur``, gaps before each ``gap``) launched one by
+        one: a ``cudaLaunchKernel`` each; kernel j starts once its call has returned and kernel
+        j - 1 has ended plus its gap. With ``off`` the kernels' offsets end to end (gaps and the
+        durations before), ``start[j] = off[j] + max(free, max(ready[i] - off[i], i <= j))``."""
+        k = len(dur)
+        call = self.np.integers(3500, 7000, k)
+        step = call + self.np.integers(400, 1500, k)  # call plus the host's work before the next
+        api_start = self.cpu + np.cumsum(step) - step
+        api_end = api_start + call
+        corr = self.corr + np.cumsum(1 + (self.np.random(k) < 0.3))  # (driver calls between)
+        self.corr = int(corr[-1])
+        ready = api_end + self.np.integers(300, 2500, k)
+        off = np.cumsum(gap) + np.cumsum(dur) - dur
+        start = off + np.maximum(self.free[MAIN_STREAM], np.maximum.accumulate(ready - off))
+        end = start + dur
+        self.free[MAIN_STREAM] = int(end[-1])
+        self.cpu = int(api_end[-1]) + self._u(150, 900)
+        rows = zip(
+            api_start.tolist(), api_end.tolist(), repeat(0), repeat(self.gtid), corr.tolist(),
+            repeat(self.api_id["launch"]), repeat(0), strict=False,
+        )  # fmt: skip
+        c.runtime.extend(rows)
+        c.e_replays.append((start, end, corr))
+
+    def _replay(self, c: _Chunk, phase: str, total: int, kernels=None) -> None:
+        """A ``cudaGraphLaunch`` of ``total`` ns of graph kernels; with ``--launches eager``
+        the kernels of ``kernels`` (durations, gaps) launched one by one instead."""
         start = self.cpu
         self._host(1500, 3500)
         self._api(c, "capturing", 250, 450)
+        if kernels is not None:
+            self._eager_replay(c, *kernels)
+            self._host(500, 3000)
+            self._range(c, f"{phase}.replay", start, self.cpu)
+            self._host(200, 800)
+            return
         a0, a1, corr = self._api(c, "graph", 12_000, 45_000)
         ready = a1 + self._u(2000, 7000)
         g0 = max(ready, self.free[MAIN_STREAM] + self._u(150, 600))
@@ -382,12 +439,15 @@ class _Generator:
                 if phase == "draft_extend":
                     self._accept(c)
                 self._prepare(c, phase)
-                self._replay(c, phase, total[phase][i])
+                kernels = (dur[phase][i], gap[phase][i]) if self.eager else None
+                self._replay(c, phase, total[phase][i], kernels)
             self._host(500, 2000)
             self._range(c, "step", step_start, self.cpu, step_etype)
             c.nvtx.insert(at, c.nvtx.pop())  # the step row before its children, as nsys does
             self._host(3000, 15_000)
             self.steps += 1
+        if self.eager:
+            return c, self._eager_kernels(c, n_steps)
         # Graph kernels: [n_steps * 3, k] in replay order (draft, verify, draft_extend per step).
         d = np.stack([dur[p] for p in PHASES], 1).reshape(-1, self.k)
         g = np.stack([gap[p] for p in PHASES], 1).reshape(-1, self.k)
@@ -406,6 +466,20 @@ class _Generator:
             "node": node.ravel(),
         }
         return c, graph
+
+    def _eager_kernels(self, c: _Chunk, n_steps: int) -> dict[str, np.ndarray]:
+        """The replays' kernels launched one by one, as :meth:`chunk`'s graph columns (no
+        graph node)."""
+        start, end, corr = (np.concatenate(x) for x in zip(*c.e_replays, strict=True))
+        kinds = np.tile(np.stack([self.graph_kind[p] for p in PHASES]), (n_steps, 1)).ravel()
+        return {
+            "start": start,
+            "end": end,
+            "stream": np.full(start.size, MAIN_STREAM, dtype=np.int64),
+            "corr": corr,
+            "kind": kinds,
+            "node": np.full(start.size, -1, dtype=np.int64),
+        }
 
 
 def _kernel_rows(
@@ -563,6 +637,7 @@ def generate(
     step_style: str = "push",
     overlap_frac: float = 0.001,
     chunk_steps: int = 1000,
+    launches: str = "graph",
 ) -> dict[str, int]:
     """Write a new export of at least ``ops`` GPU operations at ``path``; rows per table.
 
@@ -578,12 +653,16 @@ def generate(
         raise ValueError(f"columns must be 'full' or 'min', not {columns!r}")
     if step_style not in ("push", "startend"):
         raise ValueError(f"step_style must be 'push' or 'startend', not {step_style!r}")
+    if launches not in ("graph", "eager"):
+        raise ValueError(f"launches must be 'graph' or 'eager', not {launches!r}")
     full = columns == "full"
     tmp = path.with_name(path.name + ".partial")
     side = path.with_name(path.name + ".kernels.partial")
     tmp.unlink(missing_ok=True)
     side.unlink(missing_ok=True)
-    gen = _Generator(seed, graph_kernels, overlap_frac=overlap_frac, step_style=step_style)
+    gen = _Generator(
+        seed, graph_kernels, overlap_frac=overlap_frac, step_style=step_style, launches=launches
+    )
     counts = dict.fromkeys(TABLES, 0)
     writer = _KernelWriter(side, full, gen)  # before any connection is open in this process
     con = sqlite3.connect(tmp, isolation_level=None)
@@ -613,7 +692,8 @@ def generate(
                 ("EXPORT_PRODUCT_NAME", "NVIDIA Nsight Systems"),
                 ("EXPORT_PRODUCT_VERSION", "2025.3.2.0"),
                 ("EXPORT_SCHEMA_VERSION", "3.20.3"),
-                ("SPECSCOPE_SYNTHETIC", f"bench/make_export.py ops={ops} seed={seed}"),
+                ("SPECSCOPE_SYNTHETIC", f"bench/make_export.py ops={ops} seed={seed}"
+                 + (" launches=eager" if gen.eager else "")),  # fmt: skip
             ],
             2,
         )
@@ -698,6 +778,9 @@ def main(argv: list[str] | None = None) -> int:
                    " min: only the columns specscope reads")  # fmt: skip
     p.add_argument("--step-style", choices=("push", "startend"), default="push",
                    help="NVTX type of the `step` range (push/pop 59 or start/end 60)")  # fmt: skip
+    p.add_argument("--launches", choices=("graph", "eager"), default="graph",
+                   help="graph: each replay one cudaGraphLaunch; eager: its kernels launched one"
+                   " by one (no graphs)")  # fmt: skip
     p.add_argument("--overlap-frac", type=float, default=0.001,
                    help="fraction of eager ops that start before the previous op on their stream"
                    " ended (default 0.001)")  # fmt: skip
@@ -715,6 +798,7 @@ def main(argv: list[str] | None = None) -> int:
         columns=args.columns,
         step_style=args.step_style,
         overlap_frac=args.overlap_frac,
+        launches=args.launches,
     )
     elapsed = time.perf_counter() - t0
     size = args.out.stat().st_size

@@ -42,6 +42,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from specscope.analysis.loader import KINDS, Trace
+from specscope.analysis.memory import dense, few_distinct
 
 
 @dataclass(frozen=True)
@@ -89,6 +90,29 @@ def _period_hashes(codes: np.ndarray, n_names: int) -> tuple[np.ndarray, np.ndar
     return s1, s2
 
 
+def _distinct(names: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(names, return_inverse=True)``: the distinct names in order and each
+    launch's index among them. Codes of a few hundred kernel names (:func:`_kernel_codes`) by a
+    table indexed by code, one pass each way (a sort of 1.9 M launches took 0.23 s)."""
+    if names.dtype.kind in "iu" and len(names) and names.min() >= 0:
+        span = int(names.max()) + 1
+        if dense(span, len(names)):
+            uniq = np.flatnonzero(np.bincount(names, minlength=span))
+            index = np.zeros(span, dtype=np.int64)
+            index[uniq] = np.arange(len(uniq))
+            return uniq.astype(names.dtype, copy=False), index[names]
+    uniq, codes = np.unique(names, return_inverse=True)
+    return uniq, codes.astype(np.int64)
+
+
+def _by_code(codes: np.ndarray, n_codes: int) -> np.ndarray:
+    """``np.argsort(codes, kind="stable")``, sorting the codes as 16-bit keys where they fit
+    (numpy's radix sort: a pass per byte, 3x faster than merging 64-bit ones)."""
+    if n_codes <= np.iinfo(np.uint16).max:
+        return np.argsort(codes.astype(np.uint16), kind="stable")
+    return np.argsort(codes, kind="stable")
+
+
 def _repeats(pos: np.ndarray, s1: np.ndarray, s2: np.ndarray) -> tuple[int, int, int, float]:
     """(repeats, launches covered, periods, median period length) of the launches ``pos`` of
     one name (module doc)."""
@@ -119,11 +143,10 @@ def thread_step_kernel(
     n = len(names)
     if n < min_length * min_periods:
         return None
-    uniq, codes = np.unique(names, return_inverse=True)
-    codes = codes.astype(np.int64)
+    uniq, codes = _distinct(names)
     counts = np.bincount(codes, minlength=len(uniq))
     s1, s2 = _period_hashes(codes, len(uniq))
-    order = np.argsort(codes, kind="stable")
+    order = _by_code(codes, len(uniq))
     bounds = np.r_[0, np.cumsum(counts)]
     pause = np.r_[np.nan, np.diff(starts.astype(np.float64))]
     best = None
@@ -169,9 +192,12 @@ def find_step_kernel(trace: Trace, pid: int, **thresholds) -> StepKernel | None:
     eager = np.flatnonzero(mine & ~in_graph)
     api_tid, api_start = ops["api_tid"].to_numpy()[eager], ops["api_start_ns"].to_numpy()
     best = None  # (found, tid, launches) of the thread covering most launches
-    for tid in np.unique(api_tid):
-        rows = eager[api_tid == tid]
-        rows = rows[np.argsort(api_start[rows], kind="stable")]
+    tids = few_distinct(api_tid)  # (a few launching threads: no sort of every launch's)
+    for tid in np.unique(api_tid) if tids is None else sorted(tids):
+        rows = eager if tids == [tid] else eager[api_tid == tid]
+        starts = api_start[rows]
+        if not (starts[1:] >= starts[:-1]).all():  # (usually in order already: GPU order)
+            rows = rows[np.argsort(starts, kind="stable")]
         found = thread_step_kernel(codes[rows], api_start[rows], excluded=excluded, **thresholds)
         if found is not None and (best is None or found[3] > best[0][3]):
             best = (found, int(tid), len(rows))

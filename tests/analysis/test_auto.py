@@ -183,6 +183,33 @@ def test_step_kernel_rule(seq, expected):
     assert (found if found is None else found[:3]) == expected
 
 
+@pytest.mark.parametrize("seq", ["KabcKabcKabcKadcKadcK", "SLaLaLaSLaLaLaSLaLaLaSLaLaLa"])
+@pytest.mark.parametrize("codes", ["dense", "sparse"])
+def test_step_kernel_of_codes_is_that_of_names(seq, codes):
+    # integer codes (the kernels' category codes; a table indexed by code where their range
+    # is dense, np.unique where it is not) find what the names find
+    names = np.array(list(seq))
+    letters = sorted(set(seq))
+    scale = 1 if codes == "dense" else 1 << 40
+    as_codes = np.array([3 + scale * letters.index(c) for c in seq], dtype=np.int64)
+    starts = np.arange(len(seq)) * 10
+    by_name, by_code = thread_step_kernel(names, starts), thread_step_kernel(as_codes, starts)
+    assert by_code[1:] == by_name[1:]
+    assert by_code[0] == 3 + scale * letters.index(by_name[0])
+
+
+@pytest.mark.parametrize("span", [5, 300, 1 << 20, 1 << 40])
+def test_distinct_codes_are_np_unique(span):
+    from specscope.analysis.patterns import _by_code, _distinct
+
+    names = np.random.default_rng(span % 97).integers(0, span, 5000)
+    uniq, codes = _distinct(names)
+    want_uniq, want_codes = np.unique(names, return_inverse=True)
+    np.testing.assert_array_equal(uniq, want_uniq)
+    np.testing.assert_array_equal(codes, want_codes)
+    np.testing.assert_array_equal(_by_code(codes, len(uniq)), np.argsort(codes, kind="stable"))
+
+
 def test_step_kernel_prefers_the_longest_host_pause():
     names = np.array(list("abcabcabcabc"))
     starts = np.cumsum([50 if n == "b" else 10 for n in names])  # a long pause before each b

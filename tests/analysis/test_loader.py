@@ -272,3 +272,51 @@ def test_by_device_groups_the_rows_of_each_device_in_their_order():
         assert out["pid"].strides == (0,)
         if (np.diff(device) >= 0).all():
             assert all(out[k] is columns[k] for k in columns)
+
+
+# ---------------------------------------------------------------- capture mode from the read
+
+
+def _one_of_each(node_in: str | None) -> SyntheticExport:
+    """A kernel, a copy and a memset launched eagerly; ``node_in``: the one of them given a
+    ``graphNodeId`` (None: none)."""
+    x = SyntheticExport()
+    x.range("step", 0, 900)
+    for i, op in enumerate(("kernel", "memcpy", "memset")):
+        c = x.api("cudaLaunchKernel", 10 * i, 10 * i + 5)
+        where = {"graph_node": 7} if op == node_in else {}
+        if op == "kernel":
+            x.kernel("k", 100, 200, c, **where)
+        elif op == "memcpy":
+            x.memcpy("htod", 64, 300, 400, c, **where)
+        else:
+            x.memset(64, 500, 600, c, **where)
+    return x
+
+
+@pytest.mark.parametrize(
+    "node_in, mode",
+    [(None, "no-graphs"), ("kernel", "node"), ("memcpy", "node"), ("memset", "no-graphs")],
+)
+def test_capture_mode_of_the_read_ops_is_the_sql_one(write_export, node_in, mode):
+    # Trace.ops sets capture_mode from the ops it read (no SQL scan of the node tables); a
+    # trace asked before its ops are read answers by SQL. A memset in a graph alone does not
+    # make the export NODE either way (the SQL asks the KERNEL and MEMCPY tables only).
+    from specscope.analysis import loader
+
+    path = write_export(_one_of_each(node_in))
+    by_sql = loader.load(path).capture_mode
+    read = loader.load(path)
+    assert len(read.ops) == 3 and "capture_mode" in read.__dict__
+    assert by_sql.value == read.capture_mode.value == mode
+
+
+@pytest.mark.parametrize("path", sorted(DATA.rglob("*.sqlite")), ids=lambda p: p.name)
+def test_capture_mode_of_the_read_ops_on_every_export(path):
+    from specscope.analysis import loader
+
+    read, asked = loader.load(path), loader.load(path)
+    read.ops
+    assert read.capture_mode is asked.capture_mode
+    asked.ops  # (its mode known before the read: the read's graph launches are the same)
+    pd.testing.assert_frame_equal(read.graph_launches, asked.graph_launches)
