@@ -686,14 +686,15 @@ def generate(
             return len(con.execute(f"SELECT * FROM {table} LIMIT 0").description)
 
         widths = {t: width(t) for t in TABLES}
+        synthetic = f"bench/make_export.py ops={ops} seed={seed}"
+        synthetic += " launches=eager" if gen.eager else ""
         insert(
             "META_DATA_EXPORT",
             [
                 ("EXPORT_PRODUCT_NAME", "NVIDIA Nsight Systems"),
                 ("EXPORT_PRODUCT_VERSION", "2025.3.2.0"),
                 ("EXPORT_SCHEMA_VERSION", "3.20.3"),
-                ("SPECSCOPE_SYNTHETIC", f"bench/make_export.py ops={ops} seed={seed}"
-                 + (" launches=eager" if gen.eager else "")),  # fmt: skip
+                ("SPECSCOPE_SYNTHETIC", synthetic),
             ],
             2,
         )
