@@ -164,9 +164,8 @@ def launch_steps(
         sel_pid, sel_tid = _pick_thread(marks, pid, spec.step, notes)
         marks = marks[(marks["pid"] == sel_pid) & (marks["tid"] == sel_tid)]
         starts = np.unique(marks["start_ns"].to_numpy())
-        api = trace.api()
-        last = api["end_ns"][(api["pid"] == sel_pid) & (api["tid"] == sel_tid)].max()
-        ends = np.r_[starts[1:], max(int(last), starts[-1] + 1)]
+        last = trace.thread_calls_end(sel_pid, sel_tid)  # (its marks' launch calls: some)
+        ends = np.r_[starts[1:], max(last or 0, starts[-1] + 1)]
         mine = anchors[(anchors["pid"] == sel_pid) & (anchors["tid"] == sel_tid)]
     all_steps = pd.DataFrame(
         {"step": np.arange(len(starts)), "start_ns": starts, "end_ns": ends}

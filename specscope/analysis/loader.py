@@ -205,6 +205,40 @@ class Trace:
             return {}
         return readable_strings(dict(self.query("SELECT id, value FROM StringIds")))
 
+    def api_pieces(
+        self,
+        name_ids: Iterable[int] | None = None,
+        rows: int | None = CHUNK_ROWS,
+        thread: tuple[int, int] | None = None,
+    ) -> Iterator[list[np.ndarray]]:
+        """The CUDA API calls as arrays (start, end, globalTid, correlation id, name id), of
+        :meth:`api_chunks`'s pieces (at least one; none without a RUNTIME table): only those
+        whose name id is among ``name_ids`` (StringIds ids, :meth:`api_name_ids`) when given,
+        and of ``thread`` (pid, tid) when given. Views where nothing is left out."""
+        if not self.has("CUPTI_ACTIVITY_KIND_RUNTIME"):
+            return
+        if name_ids is not None:
+            wanted = np.fromiter(name_ids, dtype=np.int64)
+        n = len(self._runtime[0])
+        step = rows or max(n, 1)
+        for lo in range(0, max(n, 1), step):
+            piece = [c[lo : lo + step] for c in self._runtime]
+            if thread is not None:  # (first: the names of the thread's calls only)
+                mine = (piece[2] & _THREAD_BITS) == (thread[0] << 24 | thread[1])
+                if not mine.all():  # (one thread's calls, the usual export: no copy)
+                    piece = [c[mine] for c in piece]
+            if name_ids is not None:
+                named = np.isin(piece[4], wanted)
+                if not named.all():
+                    piece = [c[named] for c in piece]
+            yield piece
+
+    def thread_calls_end(self, pid: int, tid: int) -> int | None:
+        """The latest end (ns) of the CUDA API calls of thread (``pid``, ``tid``); None when it
+        made none (a pass over the calls' threads and ends: no frame of them)."""
+        ends = [p[1].max() for p in self.api_pieces(thread=(pid, tid)) if len(p[1])]
+        return int(max(ends)) if ends else None
+
     @cached_property
     def capture_mode(self) -> CaptureMode:
         """How CUDA graphs were recorded: GRAPH (a row per graph launch in GRAPH_TRACE), NODE
@@ -368,19 +402,9 @@ class Trace:
             ids = {i: _VERSION_SUFFIX.sub("", v) for i, v in self.strings.items()}
         else:
             ids = self.api_name_ids(names)
-            wanted = np.fromiter(ids, dtype=np.int64, count=len(ids))
-        n = len(self._runtime[0])
-        step = rows or max(n, 1)
-        for lo in range(0, max(n, 1), step):
-            piece = [c[lo : lo + step] for c in self._runtime]
-            if thread is not None:  # (first: the names of the thread's calls only)
-                mine = (piece[2] & _THREAD_BITS) == (thread[0] << 24 | thread[1])
-                if not mine.all():  # (one thread's calls, the usual export: no copy)
-                    piece = [c[mine] for c in piece]
-            if names is not None:
-                named = np.isin(piece[4], wanted)
-                piece = [c[named] for c in piece]
-            start, end, gtid, corr, name_id = piece
+        for start, end, gtid, corr, name_id in self.api_pieces(
+            None if names is None else list(ids), rows, thread
+        ):
             yield pd.DataFrame(
                 {
                     "start_ns": start,

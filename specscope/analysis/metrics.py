@@ -427,14 +427,16 @@ def _api_metrics(trace: Trace, steps: Steps) -> dict[str, np.ndarray]:
     all_steps = steps.all_steps
     s_start, s_end = all_steps["start_ns"].to_numpy(), all_steps["end_ns"].to_numpy()
     counts = {family: np.zeros(len(all_steps), dtype=np.int64) for family in API_FAMILIES}
-    wanted = [n for family in API_FAMILIES.values() for n in family]
-    for api in trace.api_chunks(wanted, thread=(steps.pid, steps.tid)):
-        a_step = interval_index(s_start, s_end, api["start_ns"].to_numpy())
-        names = api["name"].cat  # categories: the distinct names
-        code = names.codes.to_numpy()
+    ids = trace.api_name_ids(n for family in API_FAMILIES.values() for n in family)
+    members = {  # each family's StringIds ids (a name may have several: its _v versions)
+        family: np.array([i for i, name in ids.items() if name in names], dtype=np.int64)
+        for family, names in API_FAMILIES.items()
+    }
+    for start, _, _, _, name_id in trace.api_pieces(ids, thread=(steps.pid, steps.tid)):
+        a_step = interval_index(s_start, s_end, start)
         in_step = a_step >= 0
-        for family, members in API_FAMILIES.items():
-            codes = [names.categories.get_loc(n) for n in members if n in names.categories]
-            sel = in_step & np.isin(code, codes)
-            counts[family] += np.bincount(a_step[sel], minlength=len(all_steps))
+        for family, family_ids in members.items():
+            if len(family_ids):
+                sel = in_step & np.isin(name_id, family_ids)
+                counts[family] += np.bincount(a_step[sel], minlength=len(all_steps))
     return {f"api_calls:{family}": c[steps.kept] for family, c in counts.items()}
