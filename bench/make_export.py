@@ -349,15 +349,22 @@ class _Generator:
 
     def _eager_replay(self, c: _Chunk, dur: np.ndarray, gap: np.ndarray) -> None:
         """The replay's kernels (durations ``dur``, gaps before each ``gap``) launched one by
-        one: a ``cudaLaunchKernel`` each; kernel j starts once its call has returned and kernel
-        j - 1 has ended plus its gap. With ``off`` the kernels' offsets end to end (gaps and the
-        durations before), ``start[j] = off[j] + max(free, max(ready[i] - off[i], i <= j))``."""
+        one: a ``cuKernelGetName`` then a ``cudaLaunchKernel`` each (as PyTorch's eager launches
+        appear in real exports: ``tests/data/real/hf_generate.sqlite``); kernel j starts once
+        its call has returned and kernel j - 1 has ended plus its gap. With ``off`` the
+        kernels' offsets end to end (gaps and the durations before), ``start[j] = off[j] +
+        max(free, max(ready[i] - off[i], i <= j))``."""
         k = len(dur)
+        name_call = self.np.integers(80, 200, k)
+        name_gap = name_call + self.np.integers(150, 900, k)  # cuKernelGetName, then the launch
         call = self.np.integers(3500, 7000, k)
-        step = call + self.np.integers(400, 1500, k)  # call plus the host's work before the next
-        api_start = self.cpu + np.cumsum(step) - step
+        step = name_gap + call + self.np.integers(400, 1500, k)  # and the host's work after
+        name_start = self.cpu + np.cumsum(step) - step
+        api_start = name_start + name_gap
         api_end = api_start + call
-        corr = self.corr + np.cumsum(1 + (self.np.random(k) < 0.3))  # (driver calls between)
+        # each launch's correlation id; its cuKernelGetName's the one before (driver calls
+        # between launches use ids too)
+        corr = self.corr + np.cumsum(2 + (self.np.random(k) < 0.3))
         self.corr = int(corr[-1])
         ready = api_end + self.np.integers(300, 2500, k)
         off = np.cumsum(gap) + np.cumsum(dur) - dur
@@ -365,11 +372,18 @@ class _Generator:
         end = start + dur
         self.free[MAIN_STREAM] = int(end[-1])
         self.cpu = int(api_end[-1]) + self._u(150, 900)
-        rows = zip(
-            api_start.tolist(), api_end.tolist(), repeat(0), repeat(self.gtid), corr.tolist(),
-            repeat(self.api_id["launch"]), repeat(0), strict=False,
+        calls = {  # the two calls of each launch, one after the other (start order)
+            "start": (name_start, api_start),
+            "end": (name_start + name_call, api_end),
+            "class": (np.full(k, API_CLASS["getname"]), np.zeros(k, dtype=np.int64)),
+            "corr": (corr - 1, corr),
+            "name": (np.full(k, self.api_id["getname"]), np.full(k, self.api_id["launch"])),
+        }
+        cols = {c: np.stack(pair, 1).ravel().tolist() for c, pair in calls.items()}
+        c.runtime.extend(
+            zip(cols["start"], cols["end"], cols["class"], repeat(self.gtid), cols["corr"],
+                cols["name"], repeat(0), strict=False)
         )  # fmt: skip
-        c.runtime.extend(rows)
         c.e_replays.append((start, end, corr))
 
     def _replay(self, c: _Chunk, phase: str, total: int, kernels=None) -> None:

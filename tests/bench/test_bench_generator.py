@@ -155,6 +155,48 @@ def test_streams_do_not_overlap_without_overlap_frac(tmp_path):
     assert len(step) == 1 and step[0][0] == 60 and step[0][1] == step[0][2]
 
 
+def test_eager_launches_are_a_call_each_in_order(tmp_path):
+    # --launches eager: no graph; each kernel its own cudaLaunchKernel (after a cuKernelGetName),
+    # starting after that call returned and after the kernel before it on its stream ended;
+    # the same kernels every step, so that zero-config finds the loop (a step per accept kernel)
+    from specscope.analysis.auto import analyze_processes
+
+    path = tmp_path / "eager.sqlite"
+    counts = make_export.generate(path, 3_000, seed=4, launches="eager", overlap_frac=0.0)
+    assert q(path, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE graphNodeId NOT NULL")[
+        0
+    ] == (0,)
+    calls = q(
+        path,
+        """SELECT s.value, count(*), sum(k.start > r.end) FROM CUPTI_ACTIVITY_KIND_KERNEL k
+           JOIN CUPTI_ACTIVITY_KIND_RUNTIME r USING (correlationId)
+           JOIN StringIds s ON s.id = r.nameId GROUP BY 1""",
+    )
+    kernels = counts["CUPTI_ACTIVITY_KIND_KERNEL"]
+    assert calls == [("cudaLaunchKernel_v7000", kernels, kernels)]
+    names = q(
+        path,
+        """SELECT count(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s ON s.id = r.nameId
+           WHERE s.value = 'cuKernelGetName'""",
+    )
+    assert names == [(kernels,)]
+    overlaps = q(
+        path,
+        """SELECT count(*) FROM (SELECT start, lag(end) OVER (PARTITION BY streamId
+           ORDER BY start) pe FROM CUPTI_ACTIVITY_KIND_KERNEL) WHERE start < pe""",
+    )
+    assert overlaps == [(0,)]
+    starts = [r[0] for r in q(path, "SELECT start FROM CUPTI_ACTIVITY_KIND_RUNTIME ORDER BY rowid")]
+    assert starts == sorted(starts)
+    con = sqlite3.connect(path)  # (without NVTX: the loop found from the kernels alone)
+    with con:
+        con.execute("DELETE FROM NVTX_EVENTS")
+    con.close()
+    (found,) = analyze_processes(path).processes
+    assert found.choice.startswith("repeating eager kernel pattern")
+    assert "'reduce_kernel'" in found.choice and f"{counts['steps']} times" in found.choice
+
+
 def test_min_columns_match_the_schema_writer(tmp_path):
     path = tmp_path / "min.sqlite"
     make_export.generate(path, 500, columns="min")
