@@ -336,6 +336,44 @@ def test_api_calls_strip_version_suffix_and_stay_in_step(analyze_x):
     ]
 
 
+@pytest.mark.parametrize("order", ["sorted", "shuffled"])
+def test_calls_in_each_step_are_the_per_call_lookup(order):
+    # the API call counts of disjoint steps by two searches per step among the sorted call
+    # starts: the counts of each call's step (interval_index), with calls before, between,
+    # after and at the very bounds of the steps (adjacent steps share a bound)
+    from specscope.analysis.metrics import _in_each
+    from specscope.analysis.steps import interval_index
+
+    rng = np.random.default_rng(5)
+    bounds = np.sort(rng.choice(np.arange(100, 10_000), 40, replace=False))
+    s_start, s_end = bounds[0::2].copy(), bounds[1::2].copy()
+    s_end[3] = s_start[4]  # (two adjacent steps)
+    t = np.concatenate([rng.integers(0, 10_100, 3000), bounds, bounds - 1])
+    t = np.sort(t) if order == "sorted" else rng.permutation(t)
+    step = interval_index(s_start, s_end, t)
+    want = np.bincount(step[step >= 0], minlength=len(s_start))
+    np.testing.assert_array_equal(_in_each(s_start, s_end, t), want)
+
+
+def test_api_calls_of_overlapping_steps_count_once(write_export):
+    # steps that overlap (none do today: nested step ranges are dropped) take the per-call
+    # lookup: a call in both counts in the step that began last, as before
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from specscope.analysis import loader
+    from specscope.analysis.metrics import _api_metrics
+
+    x = SyntheticExport()
+    for t in (100, 600, 1500):
+        x.api("cudaLaunchKernel", t, t + 5)
+    all_steps = pd.DataFrame({"step": [0, 1], "start_ns": [0, 500], "end_ns": [1000, 2000]})
+    steps = SimpleNamespace(all_steps=all_steps, pid=x.pid, tid=x.tid, kept=np.array([0, 1]))
+    counts = _api_metrics(loader.load(write_export(x)), steps)
+    assert counts["api_calls:cudaLaunchKernel"].tolist() == [1, 2]
+
+
 def kernel_names_export() -> SyntheticExport:
     x = SyntheticExport()
     x.range("step", 0, 1000)
