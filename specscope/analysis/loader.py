@@ -563,7 +563,10 @@ class Trace:
         if not self.has("CUPTI_ACTIVITY_KIND_RUNTIME") or not len(pid):
             return start, end, tid
         a_start, a_end, a_gtid, a_corr, _ = self._runtime
-        row = _call_rows((a_gtid >> 24) & _PID_MASK, a_corr)(pid, corr)
+        if len(pid) * _FEW_CALLS < len(a_corr):  # (a step marker's launches, say)
+            row = _rows_of_few(a_gtid, a_corr, pid, corr)
+        else:
+            row = _call_rows((a_gtid >> 24) & _PID_MASK, a_corr)(pid, corr)
         hit = row >= 0
         start[hit], end[hit] = a_start[row[hit]], a_end[row[hit]]
         tid[hit] = a_gtid[row[hit]] & _PID_MASK
@@ -740,6 +743,24 @@ def _mapped(table: dict[tuple[int, int], int], pid: np.ndarray, key: np.ndarray)
     return out
 
 
+_FEW_CALLS = 16
+"""Launch calls looked up for fewer than 1/16 of the calls are found by :func:`_rows_of_few`."""
+
+
+def _rows_of_few(
+    a_gtid: np.ndarray, a_corr: np.ndarray, pid: np.ndarray, corr: np.ndarray
+) -> np.ndarray:
+    """:func:`_call_rows` ``(pid(a_gtid), a_corr)(pid, corr)`` for a few pairs: the calls
+    whose correlation id is one asked for, found in one pass (``np.isin``), then the pairs
+    among those. No table or sort of every call (an eager export's step marker: 11 k of its
+    4.3 M calls). The same rows: every call of an asked pair is among those, in their order."""
+    found = np.flatnonzero(np.isin(a_corr, corr[corr > 0]))
+    rows = _call_rows((a_gtid[found] >> 24) & _PID_MASK, a_corr[found])(pid, corr)
+    hit = rows >= 0
+    rows[hit] = found[rows[hit]]
+    return rows
+
+
 def _call_rows(a_pid: np.ndarray, a_corr: np.ndarray):
     """Return ``rows(pid, corr)``: for each (pid, corr > 0), the first row of the API calls
     (a_pid, a_corr) with the same pair, -1 if none. Pairs are compared as ``pid << 38 | corr``.
@@ -775,10 +796,12 @@ def _id_tables(a_pid: np.ndarray, a_corr: np.ndarray, most: int = 64):
     if pids is None or not (0 <= int(a_corr.min()) and int(a_corr.max()) < 2**_CORR_BITS):
         return None
     pids = np.sort(np.array(pids, dtype=np.int64))
+    row_type = np.int32 if len(a_pid) < np.iinfo(np.int32).max else np.int64  # (half the
+    # table: its pages are written once, then read at random)
     lows, spans, rows = [], [], []
     for p in pids:
         if len(pids) == 1:  # (one process: every call, no copy of their ids)
-            mine, ids = np.arange(len(a_pid)), a_corr
+            mine, ids = np.arange(len(a_pid), dtype=row_type), a_corr
         else:
             mine = np.flatnonzero(a_pid == p)
             ids = a_corr[mine]
@@ -789,9 +812,9 @@ def _id_tables(a_pid: np.ndarray, a_corr: np.ndarray, most: int = 64):
         spans.append(span)
         rows.append((mine, ids))
     bases = np.concatenate([[0], np.cumsum(spans)[:-1]]).astype(np.int64)
-    table = np.full(int(sum(spans)), -1, dtype=np.int64)
+    table = np.full(int(sum(spans)), -1, dtype=row_type)
     for base, lo, (mine, ids) in zip(bases, lows, rows, strict=True):
-        table[base + ids - lo] = mine
+        table[np.subtract(ids, lo - int(base), dtype=np.int64)] = mine
     if np.count_nonzero(table >= 0) != len(a_corr):  # an id twice: not exact
         return None
     lows, spans = np.array(lows, dtype=np.int64), np.array(spans, dtype=np.int64)

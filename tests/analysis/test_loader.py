@@ -199,7 +199,7 @@ def test_op_columns_keep_extreme_values(write_export, monkeypatch, reader):
 def test_launch_matching_against_a_dict(a_pids, dup):
     """Each op's API call: the first call with its (pid, correlation id), none for id 0; the
     id-indexed table (one process, unique ids) and the sorted search agree with a dict."""
-    from specscope.analysis.loader import _call_rows
+    from specscope.analysis.loader import _call_rows, _rows_of_few
 
     rng = np.random.default_rng(7)
     a_corr = rng.permutation(np.arange(1, 400))
@@ -213,6 +213,12 @@ def test_launch_matching_against_a_dict(a_pids, dup):
         first.setdefault(key, i)
     expected = [first.get((p, c), -1) if c > 0 else -1 for p, c in zip(pid, corr, strict=True)]
     assert _call_rows(a_pid, a_corr)(pid, corr).tolist() == expected
+    # a few pairs (a step marker's launches): the calls of their ids first, the same rows
+    a_gtid = (a_pid.astype(np.int64) << 24) | 7
+    few = slice(0, 20)
+    assert _rows_of_few(a_gtid, a_corr, pid[few], corr[few]).tolist() == expected[few]
+    none = np.array([450, 0]), np.array([100, 100])  # ids no call has
+    assert _rows_of_few(a_gtid, a_corr, none[1], none[0]).tolist() == [-1, -1]
 
 
 def test_xz_compressed_export_is_read_and_left_untouched(tmp_path, monkeypatch):
