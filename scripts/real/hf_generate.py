@@ -2,8 +2,13 @@
 tiny random Llama (no NVTX, eager PyTorch), the capture range around one call.
 
     nsys profile -t cuda --capture-range=cudaProfilerApi --capture-range-end=stop \\
-        python scripts/real/hf_generate.py
+        python scripts/real/hf_generate.py [CALLS]
+
+CALLS (default 1): calls of ``generate`` inside the capture range, one after the other (400: a
+2 M-kernel eager export, ``bench/README.md``).
 """
+
+import sys
 
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
@@ -20,7 +25,8 @@ with torch.no_grad():
     model.generate(ids, max_new_tokens=4, min_new_tokens=4, **kw)  # warm-up
     torch.cuda.synchronize()
     torch.cuda.cudart().cudaProfilerStart()
-    out = model.generate(ids, max_new_tokens=24, min_new_tokens=24, **kw)
+    for _ in range(int(sys.argv[1]) if len(sys.argv) > 1 else 1):
+        out = model.generate(ids, max_new_tokens=24, min_new_tokens=24, **kw)
     torch.cuda.synchronize()
     torch.cuda.cudart().cudaProfilerStop()
 print("generated", tuple(out.shape))

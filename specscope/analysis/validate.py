@@ -153,6 +153,8 @@ def _duplicates(trace) -> int:
     if not trace.has("CUPTI_ACTIVITY_KIND_RUNTIME"):
         return 0
     _, _, gtid, corr, _ = trace._runtime
+    if len(corr) < 2 or bool(np.greater(corr[1:], corr[:-1]).all()):
+        return 0  # the usual case, one process' calls in correlation order: each id once
     has = corr > 0
     keys = ((gtid[has] >> 24) & 0xFFFFFF) << 38 | corr[has]
     if len(keys) < 2 or bool(np.greater(keys[1:], keys[:-1]).all()):

@@ -185,6 +185,7 @@ def test_op_columns_keep_extreme_values(write_export, monkeypatch, reader):
     assert ops["device_id"].dtype == np.int32 and ops["stream_id"].dtype == np.int32
 
 
+@pytest.mark.parametrize("ids", ["dense", "sparse", "sparse, in order"])
 @pytest.mark.parametrize(
     "a_pids, dup",
     [
@@ -196,17 +197,23 @@ def test_op_columns_keep_extreme_values(write_export, monkeypatch, reader):
     ],
     ids=["one process", "an id twice", "two processes", "two, an id twice", "many processes"],
 )
-def test_launch_matching_against_a_dict(a_pids, dup):
+def test_launch_matching_against_a_dict(a_pids, dup, ids):
     """Each op's API call: the first call with its (pid, correlation id), none for id 0; the
-    id-indexed table (one process, unique ids) and the sorted search agree with a dict."""
+    id-indexed table (dense ids, none twice), the search among ids in order (each process'
+    calls in id order, as nsys writes them; sparse: CUPTI's unrecorded driver calls take ids
+    too) and the sorted search agree with a dict."""
     from specscope.analysis.loader import _call_rows, _rows_of_few
 
     rng = np.random.default_rng(7)
-    a_corr = rng.permutation(np.arange(1, 400))
+    a_corr = np.arange(1, 400) * (1 if ids == "dense" else 1000)  # (1000: not dense)
+    if ids != "sparse, in order":
+        a_corr = rng.permutation(a_corr)
     if dup:
         a_corr[10] = a_corr[20]
     a_pid = rng.choice(a_pids, size=len(a_corr))
-    corr = rng.integers(0, 450, size=1000)  # some ids without a call, some 0
+    corr = rng.integers(0, 450 * (1 if ids == "dense" else 1000), size=1000)  # (some without a
+    # call, some 0)
+    corr[::3] = rng.choice(a_corr, size=len(corr[::3]))  # (many with one)
     pid = rng.choice([100, 200, 300], size=len(corr)).astype(np.int32)
     first: dict[tuple[int, int], int] = {}
     for i, key in enumerate(zip(a_pid.tolist(), a_corr.tolist(), strict=True)):
