@@ -362,9 +362,10 @@ class _Generator:
         name_start = self.cpu + np.cumsum(step) - step
         api_start = name_start + name_gap
         api_end = api_start + call
-        # each launch's correlation id; its cuKernelGetName's the one before (driver calls
-        # between launches use ids too)
-        corr = self.corr + np.cumsum(2 + (self.np.random(k) < 0.3))
+        # each launch's correlation id; its cuKernelGetName's the one before. The driver calls
+        # that nsys does not record take ids too: 4-20 per launch, so that a recorded call
+        # has 6-7 ids on average, as in a real eager PyTorch export (scripts/real/hf_generate.py)
+        corr = self.corr + np.cumsum(2 + self.np.integers(4, 21, k))
         self.corr = int(corr[-1])
         ready = api_end + self.np.integers(300, 2500, k)
         off = np.cumsum(gap) + np.cumsum(dur) - dur
