@@ -82,11 +82,13 @@ def _period_hashes(codes: np.ndarray, n_names: int) -> tuple[np.ndarray, np.ndar
     """Prefix sums (length n + 1, uint64, wrapping) for the order-sensitive hash of any slice
     ``[a, b)``: ``(S1[b] - S1[a], S2[b] - S2[a] - a * (S1[b] - S1[a]))``."""
     w = np.random.default_rng(_SEED).integers(1, 2**63, size=n_names, dtype=np.uint64)
-    wc = w[codes]
-    s1 = np.zeros(len(codes) + 1, dtype=np.uint64)
-    s2 = np.zeros(len(codes) + 1, dtype=np.uint64)
-    np.cumsum(wc, out=s1[1:])
-    np.cumsum(wc * np.arange(len(codes), dtype=np.uint64), out=s2[1:])
+    n = len(codes)
+    s1, s2 = np.empty(n + 1, dtype=np.uint64), np.empty(n + 1, dtype=np.uint64)
+    s1[0] = s2[0] = 0
+    np.take(w, codes, out=s1[1:])  # (each launch's weight, then summed in place: no
+    np.multiply(s1[1:], np.arange(n, dtype=np.uint64), out=s2[1:])  # temporaries of n
+    np.cumsum(s1[1:], out=s1[1:])  # but the positions)
+    np.cumsum(s2[1:], out=s2[1:])
     return s1, s2
 
 
