@@ -6,8 +6,9 @@
 # EXPORTS holds ops2m.sqlite, ops2m_nonvtx.sqlite, ops20m.sqlite and ops20m_nonvtx.sqlite
 # (bench/README.md, "Running"; the 20 M ones take minutes to make), ops2m_b.sqlite for
 # bench_cli.py's compare, and ranks4.sqlite and ranks8.sqlite (tensor-parallel ranks in one
-# export, bench/merge_ranks.py; skipped where they are not there). Run it on an otherwise idle
-# machine: about 6 minutes on 2 cores.
+# export, bench/merge_ranks.py) and ops2m_el.sqlite and ops2m_el_nonvtx.sqlite (eager launches,
+# make_export.py --launches eager), each skipped where it is not there. Run it on an otherwise
+# idle machine: about 7 minutes on 2 cores.
 set -e
 cd "$(dirname "$0")/.."
 exports="${1:-/tmp/bench}"
@@ -21,5 +22,9 @@ python bench/bench_cli.py --a "$exports/ops2m.sqlite" --b "$exports/ops2m_b.sqli
 if [ -f "$exports/ranks4.sqlite" ] && [ -f "$exports/ranks8.sqlite" ]; then
   python bench/bench_scale.py "$exports/ranks4.sqlite" "$exports/ranks8.sqlite"
   python bench/bench_scale.py "$exports/ranks4.sqlite" --preset '' --no-nsys
+fi
+if [ -f "$exports/ops2m_el.sqlite" ] && [ -f "$exports/ops2m_el_nonvtx.sqlite" ]; then
+  python bench/bench_analyze.py "$exports/ops2m_el.sqlite"
+  python bench/bench_analyze.py "$exports/ops2m_el_nonvtx.sqlite" --preset ''
 fi
 echo "=== end $(date -u +%H:%M:%S) load $(cut -d' ' -f1 /proc/loadavg)"
