@@ -333,3 +333,24 @@ def test_capture_mode_of_the_read_ops_on_every_export(path):
     assert read.capture_mode is asked.capture_mode
     assert len(asked.ops) == len(read.ops)  # (its mode known before the read: the same launches)
     pd.testing.assert_frame_equal(read.graph_launches, asked.graph_launches)
+
+
+def test_api_pieces_and_a_threads_last_call(write_export):
+    # the calls as arrays, of one thread and of some names; a thread's last call's end (a step
+    # marker's last step ends there) whatever the call; None for a thread without calls
+    from specscope.analysis import loader
+
+    x = SyntheticExport()
+    x.api("cudaLaunchKernel", 10, 20)
+    x.api("cudaMemcpyAsync", 30, 90, tid=77)
+    x.api("cudaStreamSynchronize", 40, 60)
+    x.api("cudaLaunchKernel", 50, 55, tid=77)
+    trace = loader.load(write_export(x))
+    assert trace.thread_calls_end(x.pid, x.tid) == 60
+    assert trace.thread_calls_end(x.pid, 77) == 90
+    assert trace.thread_calls_end(x.pid, 78) is None
+    ids = trace.api_name_ids(["cudaLaunchKernel"])
+    (piece,) = trace.api_pieces(ids, thread=(x.pid, 77))
+    assert piece[0].tolist() == [50]
+    (whole,) = trace.api_pieces()
+    assert whole[0].tolist() == [10, 30, 40, 50]
