@@ -54,6 +54,7 @@ from specscope.analysis.memory import (
     dense,
     few_distinct,
     give_back,
+    increasing,
     one_value_view,
     one_valued,
 )
@@ -542,7 +543,7 @@ class Trace:
         if not self.has("CUPTI_ACTIVITY_KIND_RUNTIME") or not len(pid):
             return start, tid
         a_start, _, a_gtid, a_corr, _ = self._runtime
-        rows = _call_rows((a_gtid >> 24) & _PID_MASK, a_corr)
+        rows = _call_rows(_call_pids(a_gtid), a_corr)
         for lo in range(0, len(pid), CHUNK_ROWS):  # small temporaries, reused chunk to chunk
             chunk = slice(lo, lo + CHUNK_ROWS)
             row = rows(pid[chunk], corr[chunk])
@@ -566,7 +567,7 @@ class Trace:
         if len(pid) * _FEW_CALLS < len(a_corr):  # (a step marker's launches, say)
             row = _rows_of_few(a_gtid, a_corr, pid, corr)
         else:
-            row = _call_rows((a_gtid >> 24) & _PID_MASK, a_corr)(pid, corr)
+            row = _call_rows(_call_pids(a_gtid), a_corr)(pid, corr)
         hit = row >= 0
         start[hit], end[hit] = a_start[row[hit]], a_end[row[hit]]
         tid[hit] = a_gtid[row[hit]] & _PID_MASK
@@ -754,8 +755,11 @@ def _rows_of_few(
     whose correlation id is one asked for, found in one pass (``np.isin``), then the pairs
     among those. No table or sort of every call (an eager export's step marker: 11 k of its
     4.3 M calls). The same rows: every call of an asked pair is among those, in their order."""
+    a_pid = _call_pids(a_gtid)
+    if one_valued(a_pid) and increasing(a_corr):  # (a search each: no pass over the calls)
+        return _by_sorted_ids(int(a_pid[0]), a_corr)(pid, corr)
     found = np.flatnonzero(np.isin(a_corr, corr[corr > 0]))
-    rows = _call_rows((a_gtid[found] >> 24) & _PID_MASK, a_corr[found])(pid, corr)
+    rows = _call_rows(a_pid[found], a_corr[found])(pid, corr)
     hit = rows >= 0
     rows[hit] = found[rows[hit]]
     return rows
@@ -773,7 +777,7 @@ def _call_rows(a_pid: np.ndarray, a_corr: np.ndarray):
     by_table = _id_tables(a_pid, a_corr)
     if by_table is not None:
         return by_table
-    if one_valued(a_pid) and _increasing(a_corr):  # one process' calls in id order
+    if one_valued(a_pid) and increasing(a_corr):  # one process' calls in id order
         return _by_sorted_ids(int(a_pid[0]), a_corr)
     a_keys = (a_pid << _CORR_BITS) | a_corr
     order = _key_order(a_pid, a_keys)
@@ -788,9 +792,13 @@ def _call_rows(a_pid: np.ndarray, a_corr: np.ndarray):
     return by_search
 
 
-def _increasing(values: np.ndarray) -> bool:
-    """Whether ``values`` strictly increase (each once, in order)."""
-    return bool(np.greater(values[1:], values[:-1]).all())
+def _call_pids(a_gtid: np.ndarray) -> np.ndarray:
+    """The process of each CUDA API call, from its globalTid; one element repeated (a view)
+    where the calls are all of one thread (:func:`.memory.one_value_view`: a shift of the
+    view would make an array of every call's, 8 bytes each)."""
+    if a_gtid.strides == (0,) and len(a_gtid):
+        return np.broadcast_to((a_gtid[:1] >> 24) & _PID_MASK, a_gtid.shape)
+    return (a_gtid >> 24) & _PID_MASK
 
 
 def _by_sorted_ids(a_pid: int, a_corr: np.ndarray):
@@ -811,7 +819,7 @@ def _key_order(a_pid: np.ndarray, a_keys: np.ndarray) -> np.ndarray | None:
     """The stable order of the calls by key (``pid << 38 | corr``): None where they are in it
     already; by process alone where that sorts them (a few processes' calls interleaved, each
     in id order: a radix sort of their process' index), else by key."""
-    if _increasing(a_keys):
+    if increasing(a_keys):
         return None
     pids = few_distinct(a_pid)
     if pids is not None:
@@ -819,7 +827,7 @@ def _key_order(a_pid: np.ndarray, a_keys: np.ndarray) -> np.ndarray | None:
         for k, p in enumerate(sorted(pids)):
             index[a_pid == p] = k
         order = np.argsort(index, kind="stable")
-        if _increasing(a_keys[order]):
+        if increasing(a_keys[order]):
             return order
     return np.argsort(a_keys, kind="stable")
 

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from specscope.analysis.loader import KINDS, Trace
-from specscope.analysis.memory import dense, few_distinct
+from specscope.analysis.memory import CHUNK_ROWS, dense, few_distinct, one_valued
 
 
 @dataclass(frozen=True)
@@ -86,8 +86,12 @@ def _period_hashes(codes: np.ndarray, n_names: int) -> tuple[np.ndarray, np.ndar
     s1, s2 = np.empty(n + 1, dtype=np.uint64), np.empty(n + 1, dtype=np.uint64)
     s1[0] = s2[0] = 0
     np.take(w, codes, out=s1[1:])  # (each launch's weight, then summed in place: no
-    np.multiply(s1[1:], np.arange(n, dtype=np.uint64), out=s2[1:])  # temporaries of n
-    np.cumsum(s1[1:], out=s1[1:])  # but the positions)
+    for lo in range(0, n, CHUNK_ROWS):  # temporary of every launch's)
+        hi = min(lo + CHUNK_ROWS, n)
+        np.multiply(
+            s1[1 + lo : 1 + hi], np.arange(lo, hi, dtype=np.uint64), out=s2[1 + lo : 1 + hi]
+        )
+    np.cumsum(s1[1:], out=s1[1:])
     np.cumsum(s2[1:], out=s2[1:])
     return s1, s2
 
@@ -100,18 +104,24 @@ def _distinct(names: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         span = int(names.max()) + 1
         if dense(span, len(names)):
             uniq = np.flatnonzero(np.bincount(names, minlength=span))
-            index = np.zeros(span, dtype=np.int64)
+            index = np.zeros(span, dtype=_code_type(len(uniq)))
             index[uniq] = np.arange(len(uniq))
             return uniq.astype(names.dtype, copy=False), index[names]
     uniq, codes = np.unique(names, return_inverse=True)
-    return uniq, codes.astype(np.int64)
+    return uniq, codes.astype(_code_type(len(uniq)))
+
+
+def _code_type(n_codes: int) -> np.dtype:
+    """The dtype of codes ``0 .. n_codes - 1``: 16 bits for the few hundred kernel names of a
+    thread (2 bytes per launch, and sorted by radix: :func:`_by_code`), else 64."""
+    return np.dtype(np.uint16 if n_codes <= np.iinfo(np.uint16).max else np.int64)
 
 
 def _by_code(codes: np.ndarray, n_codes: int) -> np.ndarray:
     """``np.argsort(codes, kind="stable")``, sorting the codes as 16-bit keys where they fit
     (numpy's radix sort: a pass per byte, 3x faster than merging 64-bit ones)."""
     if n_codes <= np.iinfo(np.uint16).max:
-        return np.argsort(codes.astype(np.uint16), kind="stable")
+        return np.argsort(codes.astype(np.uint16, copy=False), kind="stable")
     return np.argsort(codes, kind="stable")
 
 
@@ -127,6 +137,14 @@ def _repeats(pos: np.ndarray, s1: np.ndarray, s2: np.ndarray) -> tuple[int, int,
     part[1:] |= same
     part[:-1] |= same
     return int(same.sum()), int(length[part].sum()), len(a), float(np.median(length))
+
+
+def _pauses(starts: np.ndarray, pos: np.ndarray) -> np.ndarray:
+    """The host pause before each launch ``pos`` (but the first of all): from the launch
+    before's call start to its own, float ns, NaN left out."""
+    pos = pos[pos > 0]
+    p = starts[pos].astype(np.float64) - starts[pos - 1].astype(np.float64)
+    return p[~np.isnan(p)]
 
 
 def thread_step_kernel(
@@ -149,8 +167,8 @@ def thread_step_kernel(
     counts = np.bincount(codes, minlength=len(uniq))
     s1, s2 = _period_hashes(codes, len(uniq))
     order = _by_code(codes, len(uniq))
+    del codes
     bounds = np.r_[0, np.cumsum(counts)]
-    pause = np.r_[np.nan, np.diff(starts.astype(np.float64))]
     best = None
     for c in np.flatnonzero(counts > min_periods):
         if uniq[c] in excluded:
@@ -164,8 +182,7 @@ def thread_step_kernel(
             or covered < min_coverage * n
         ):
             continue
-        p = pause[pos]
-        p = p[~np.isnan(p)]
+        p = _pauses(starts, pos)
         pause_us = float(np.median(p)) / 1e3 if len(p) else 0.0
         key = (length, covered, pause_us, -int(pos[0]))
         if best is None or key > best[0]:
@@ -185,24 +202,35 @@ def find_step_kernel(trace: Trace, pid: int, **thresholds) -> StepKernel | None:
     when no other demangled name of the process's eager launches shares it, else by its
     demangled name."""
     ops = trace.ops
-    # numpy masks and row numbers: no filtered copy of the whole ops frame
+    # numpy masks and row numbers: no filtered copy of the whole ops frame, codes and times of
+    # the eager launches only (20 M of them: 1.75 GB of temporaries became 0.9)
     kernel = ops["kind"].array.codes == KINDS.index("kernel")
-    mine = kernel & (ops["pid"].to_numpy() == pid) & (ops["api_tid"].to_numpy() >= 0)
-    codes = _kernel_codes(ops)  # codes, not a string per launch
+    api_tid = ops["api_tid"].to_numpy()
+    mine = kernel & (ops["pid"].to_numpy() == pid) & (api_tid >= 0)
+    del kernel
     in_graph = ops["in_graph"].to_numpy()
-    excluded = frozenset(np.unique(codes[mine & in_graph]).tolist())
+    excluded = frozenset(np.unique(_kernel_codes(ops, np.flatnonzero(mine & in_graph))).tolist())
     eager = np.flatnonzero(mine & ~in_graph)
-    api_tid, api_start = ops["api_tid"].to_numpy()[eager], ops["api_start_ns"].to_numpy()
+    del mine
+    codes = _kernel_codes(ops, eager)  # codes, not a string per launch
+    api_start = ops["api_start_ns"].to_numpy()
+    one_thread = one_valued(api_tid) if len(api_tid) else True
+    tids = [int(api_tid[0])] if one_thread and len(eager) else None
+    if tids is None:  # (a few launching threads: no sort of every launch's)
+        api_tid = api_tid[eager]
+        tids = few_distinct(api_tid)
     best = None  # (found, tid, launches) of the thread covering most launches
-    tids = few_distinct(api_tid)  # (a few launching threads: no sort of every launch's)
     for tid in np.unique(api_tid) if tids is None else sorted(tids):
-        rows = eager if tids == [tid] else eager[api_tid == tid]
-        starts = api_start[rows]
+        at = None if one_thread or tids == [tid] else np.flatnonzero(api_tid == tid)
+        starts = api_start[eager if at is None else eager[at]]
+        names = codes if at is None else codes[at]
         if not (starts[1:] >= starts[:-1]).all():  # (usually in order already: GPU order)
-            rows = rows[np.argsort(starts, kind="stable")]
-        found = thread_step_kernel(codes[rows], api_start[rows], excluded=excluded, **thresholds)
+            order = np.argsort(starts, kind="stable")
+            starts, names = starts[order], names[order]
+        found = thread_step_kernel(names, starts, excluded=excluded, **thresholds)
+        del starts, names
         if found is not None and (best is None or found[3] > best[0][3]):
-            best = (found, int(tid), len(rows))
+            best = (found, int(tid), len(codes) if at is None else len(at))
     if best is None:
         return None
     (code, period, periods, covered, pause_us), tid, launches = best
@@ -210,21 +238,23 @@ def find_step_kernel(trace: Trace, pid: int, **thresholds) -> StepKernel | None:
     return StepKernel(name, pid, tid, period, periods, covered, launches, pause_us)
 
 
-def _kernel_codes(ops) -> np.ndarray:
-    """One code per distinct demangled name, per short name where a row has none (codes of
-    ``full_name``, then ``len(full_name categories) + `` codes of ``name``)."""
-    fcodes, scodes = ops["full_name"].array.codes, ops["name"].array.codes
+def _kernel_codes(ops, rows: np.ndarray) -> np.ndarray:
+    """Of the ops ``rows``: one code per distinct demangled name, per short name where a row
+    has none (codes of ``full_name``, then ``len(full_name categories) + `` codes of ``name``),
+    int32."""
+    fcodes, scodes = ops["full_name"].array.codes[rows], ops["name"].array.codes[rows]
     n_full = len(ops["full_name"].cat.categories)
-    return np.where(fcodes >= 0, fcodes.astype(np.int64), n_full + scodes.astype(np.int64))
+    return np.where(fcodes >= 0, fcodes.astype(np.int32), n_full + scodes.astype(np.int32))
 
 
 def _kernel_name(ops, codes: np.ndarray, code: int, rows: np.ndarray) -> str:
-    """The name of kernel ``code`` (:func:`_kernel_codes`) among the launches ``rows``: its short
-    name when no other demangled name of those launches shares it, else its demangled name."""
+    """The name of kernel ``code`` (:func:`_kernel_codes`) among the launches ``rows`` (whose
+    codes are ``codes``): its short name when no other demangled name of those launches shares
+    it, else its demangled name."""
     full, short = ops["full_name"].cat, ops["name"].cat
     if code >= len(full.categories):
         return str(short.categories[code - len(full.categories)])
-    scodes, codes = short.codes.to_numpy()[rows], codes[rows]
+    scodes = short.codes.to_numpy()[rows]
     short_code = scodes[codes == code][0]
     if short_code < 0 or len(np.unique(codes[scodes == short_code])) > 1:
         return str(full.categories[code])

@@ -31,7 +31,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from specscope.analysis.memory import few_distinct
+from specscope.analysis.memory import few_distinct, increasing
 from specscope.analysis.sqlread import NULL_INT
 
 CAPTURE_SLACK_NS = 1_000_000_000
@@ -153,7 +153,7 @@ def _duplicates(trace) -> int:
     if not trace.has("CUPTI_ACTIVITY_KIND_RUNTIME"):
         return 0
     _, _, gtid, corr, _ = trace._runtime
-    if len(corr) < 2 or bool(np.greater(corr[1:], corr[:-1]).all()):
+    if increasing(corr):
         return 0  # the usual case, one process' calls in correlation order: each id once
     has = corr > 0
     keys = ((gtid[has] >> 24) & 0xFFFFFF) << 38 | corr[has]

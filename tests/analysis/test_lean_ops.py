@@ -276,3 +276,29 @@ def test_few_distinct_values_in_order_of_first_appearance():
     assert few_distinct(np.zeros(0, dtype=np.int64)) == []
     assert one_valued(np.broadcast_to(np.array([5]), (10,))) and one_valued(np.full(3, 2))
     assert not one_valued(values)
+
+
+CHUNK = memory.CHUNK_ROWS
+
+
+@pytest.mark.parametrize("at", [None, 0, CHUNK - 2, CHUNK - 1, CHUNK, 2 * CHUNK + 3])
+def test_increasing_looks_at_every_pair_across_chunks(at):
+    # strictly increasing, a chunk at a time: a pair that is not (equal values) found wherever
+    # it is, the pairs that straddle two chunks too
+    from specscope.analysis.memory import increasing
+
+    values = np.arange(2 * CHUNK + 10, dtype=np.int32) * 3
+    if at is not None:
+        values[at + 1] = values[at]
+    assert increasing(values) is (at is None)
+    assert increasing(values[:1]) and increasing(values[:0])
+
+
+def test_call_pids_of_one_thread_are_a_view():
+    from specscope.analysis.loader import _call_pids
+
+    gtid = one_value_view(np.full(CHUNK * 5, (4242 << 24) | 17, dtype=np.int64))
+    pids = _call_pids(gtid)
+    assert pids.strides == (0,) and pids.shape == gtid.shape and int(pids[-1]) == 4242
+    mixed = np.array([(1 << 24) | 5, (2 << 24) | 5], dtype=np.int64)
+    assert _call_pids(mixed).tolist() == [1, 2]
