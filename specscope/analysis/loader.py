@@ -753,8 +753,9 @@ def _rows_of_few(
 ) -> np.ndarray:
     """:func:`_call_rows` ``(pid(a_gtid), a_corr)(pid, corr)`` for a few pairs: the calls
     whose correlation id is one asked for, found in one pass (``np.isin``), then the pairs
-    among those. No table or sort of every call (an eager export's step marker: 11 k of its
-    4.3 M calls). The same rows: every call of an asked pair is among those, in their order."""
+    among those; a search each where one process' ids are in order. No table or sort of
+    every call (an eager export's step marker: 11 k of its 4 M calls). The same rows: every
+    call of an asked pair is among those, in their order."""
     a_pid = _call_pids(a_gtid)
     if one_valued(a_pid) and increasing(a_corr):  # (a search each: no pass over the calls)
         return _by_sorted_ids(int(a_pid[0]), a_corr)(pid, corr)
@@ -769,9 +770,11 @@ def _call_rows(a_pid: np.ndarray, a_corr: np.ndarray):
     """Return ``rows(pid, corr)``: for each (pid, corr > 0), the first row of the API calls
     (a_pid, a_corr) with the same pair, -1 if none. Pairs are compared as ``pid << 38 | corr``.
 
-    The usual case, each process' correlation ids dense and none twice, is a table indexed by
-    process and id: one stretch per process, no sort, no search (:func:`_id_tables`); else the
-    pairs are searched among the sorted calls."""
+    Each process' correlation ids dense and none twice: a table indexed by process and id, one
+    stretch per process, no sort, no search (:func:`_id_tables`). One process' ids in order but
+    sparse (an eager PyTorch export): a search among them as they are
+    (:func:`_by_sorted_ids`). Else the pairs are searched among the calls sorted by pair (by
+    process alone where that sorts them: :func:`_key_order`)."""
     if not len(a_pid):
         return lambda pid, corr: np.full(len(pid), -1, dtype=np.int64)
     by_table = _id_tables(a_pid, a_corr)

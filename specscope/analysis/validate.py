@@ -154,7 +154,7 @@ def _duplicates(trace) -> int:
         return 0
     _, _, gtid, corr, _ = trace._runtime
     if increasing(corr):
-        return 0  # the usual case, one process' calls in correlation order: each id once
+        return 0  # the ids in order, each once (one process' calls, as nsys writes them)
     has = corr > 0
     keys = ((gtid[has] >> 24) & 0xFFFFFF) << 38 | corr[has]
     if len(keys) < 2 or bool(np.greater(keys[1:], keys[:-1]).all()):
