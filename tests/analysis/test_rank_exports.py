@@ -8,6 +8,7 @@ JSON written in pieces must be the JSON of the whole."""
 from __future__ import annotations
 
 import json
+import sqlite3
 
 import numpy as np
 import pandas as pd
@@ -148,3 +149,37 @@ def test_zero_config_and_graph_launches_of_interleaved_ranks(exports):
     launches = from_read.graph_launches
     assert len(launches) > 100 and set(launches["device_id"]) == {0, 1, 2}
     pd.testing.assert_frame_equal(launches, by_sql.graph_launches)
+
+
+@pytest.mark.parametrize("lookup", ["table", "search"])
+@pytest.mark.parametrize("preset", ["eagle", None])
+def test_eager_ranks_each_equal_their_own_export(tmp_path, monkeypatch, preset, lookup):
+    """Ranks that launch every kernel on its own (``make_export.py --launches eager``): sparse
+    correlation ids, each process' in order, the processes' calls interleaved. The launches
+    are matched by the id-indexed table where ids are dense enough (these small exports), or
+    among the calls ordered by process (``loader._key_order``: a real export's ids are too
+    sparse for the table; ``search`` refuses it here). With the preset and zero-config (the
+    kernel-pattern search), each rank equals its own export."""
+    if lookup == "search":
+        monkeypatch.setattr(loader, "dense", lambda span, n: False)
+    make_export = testdata.bench_module("make_export")
+    merge_ranks = testdata.bench_module("merge_ranks")
+    inputs = [tmp_path / f"eager{s}.sqlite" for s in SEEDS[:2]]
+    for path, seed in zip(inputs, SEEDS, strict=False):
+        make_export.generate(path, OPS, seed=seed, launches="eager")
+        if preset is None:  # (zero-config finds the kernel pattern without NVTX)
+            con = sqlite3.connect(path)
+            with con:
+                con.execute("DELETE FROM NVTX_EVENTS")
+            con.close()
+    merged = tmp_path / "eager_ranks.sqlite"
+    merge_ranks.merge(merged, inputs)
+    spec = None if preset is None else load_preset(preset)
+    x = analyze_processes(merged, spec)
+    assert [p.device for p in x.processes] == [0, 1]
+    for p, path in zip(x.processes, inputs, strict=True):
+        (alone,) = analyze_processes(path, spec).processes
+        assert len(alone.analysis.frame) > 10
+        assert p.choice == alone.choice
+        mine = p.analysis.frame.drop(columns=[c for c in p.analysis.frame if "nccl" in c])
+        pd.testing.assert_frame_equal(mine, alone.analysis.frame)
