@@ -429,6 +429,14 @@ class Trace:
         return self._read(lambda: read_runtime(self.con, self._columnar, sql, file))
 
     @cached_property
+    def _calls_in_id_order(self) -> bool:
+        """Whether the CUDA API calls are one process' with their correlation ids increasing
+        (:func:`_in_id_order`), worked out once for every lookup of their launch calls (the
+        ops' and the graph launches' or a step marker's: one pass over the ids, not one each)."""
+        _, _, gtid, corr, _ = self._runtime
+        return _in_id_order(_call_pids(gtid), corr)
+
+    @cached_property
     def _columnar(self):
         return columnar_connection(self.sqlite_file or self.path)
 
@@ -543,7 +551,7 @@ class Trace:
         if not self.has("CUPTI_ACTIVITY_KIND_RUNTIME") or not len(pid):
             return start, tid
         a_start, _, a_gtid, a_corr, _ = self._runtime
-        rows = _call_rows(_call_pids(a_gtid), a_corr)
+        rows = _call_rows(_call_pids(a_gtid), a_corr, self._calls_in_id_order)
         for lo in range(0, len(pid), CHUNK_ROWS):  # small temporaries, reused chunk to chunk
             chunk = slice(lo, lo + CHUNK_ROWS)
             row = rows(pid[chunk], corr[chunk])
@@ -564,10 +572,11 @@ class Trace:
         if not self.has("CUPTI_ACTIVITY_KIND_RUNTIME") or not len(pid):
             return start, end, tid
         a_start, a_end, a_gtid, a_corr, _ = self._runtime
+        in_order = self._calls_in_id_order
         if len(pid) * _FEW_CALLS < len(a_corr):  # (a step marker's launches, say)
-            row = _rows_of_few(a_gtid, a_corr, pid, corr)
+            row = _rows_of_few(a_gtid, a_corr, pid, corr, in_order)
         else:
-            row = _call_rows(_call_pids(a_gtid), a_corr)(pid, corr)
+            row = _call_rows(_call_pids(a_gtid), a_corr, in_order)(pid, corr)
         hit = row >= 0
         start[hit], end[hit] = a_start[row[hit]], a_end[row[hit]]
         tid[hit] = a_gtid[row[hit]] & _PID_MASK
@@ -749,15 +758,20 @@ _FEW_CALLS = 16
 
 
 def _rows_of_few(
-    a_gtid: np.ndarray, a_corr: np.ndarray, pid: np.ndarray, corr: np.ndarray
+    a_gtid: np.ndarray,
+    a_corr: np.ndarray,
+    pid: np.ndarray,
+    corr: np.ndarray,
+    in_id_order: bool | None = None,
 ) -> np.ndarray:
     """:func:`_call_rows` ``(pid(a_gtid), a_corr)(pid, corr)`` for a few pairs: the calls
     whose correlation id is one asked for, found in one pass (``np.isin``), then the pairs
-    among those; a search each where one process' ids are in order. No table or sort of
-    every call (an eager export's step marker: 11 k of its 4 M calls). The same rows: every
-    call of an asked pair is among those, in their order."""
+    among those; a search each where one process' ids are in order (``in_id_order``:
+    :func:`_in_id_order`, worked out when None). No table or sort of every call (an eager
+    export's step marker: 11 k of its 4 M calls). The same rows: every call of an asked pair
+    is among those, in their order."""
     a_pid = _call_pids(a_gtid)
-    if one_valued(a_pid) and increasing(a_corr):  # (a search each: no pass over the calls)
+    if _in_id_order(a_pid, a_corr) if in_id_order is None else in_id_order:  # (a search each)
         return _by_sorted_ids(int(a_pid[0]), a_corr)(pid, corr)
     found = np.flatnonzero(np.isin(a_corr, corr[corr > 0]))
     rows = _call_rows(a_pid[found], a_corr[found])(pid, corr)
@@ -766,9 +780,10 @@ def _rows_of_few(
     return rows
 
 
-def _call_rows(a_pid: np.ndarray, a_corr: np.ndarray):
+def _call_rows(a_pid: np.ndarray, a_corr: np.ndarray, in_id_order: bool | None = None):
     """Return ``rows(pid, corr)``: for each (pid, corr > 0), the first row of the API calls
     (a_pid, a_corr) with the same pair, -1 if none. Pairs are compared as ``pid << 38 | corr``.
+    ``in_id_order``: :func:`_in_id_order` of the calls, worked out when None.
 
     Each process' correlation ids dense and none twice: a table indexed by process and id, one
     stretch per process, no sort, no search (:func:`_id_tables`). One process' ids in order but
@@ -780,7 +795,7 @@ def _call_rows(a_pid: np.ndarray, a_corr: np.ndarray):
     by_table = _id_tables(a_pid, a_corr)
     if by_table is not None:
         return by_table
-    if one_valued(a_pid) and increasing(a_corr):  # one process' calls in id order
+    if _in_id_order(a_pid, a_corr) if in_id_order is None else in_id_order:
         return _by_sorted_ids(int(a_pid[0]), a_corr)
     a_keys = (a_pid << _CORR_BITS) | a_corr
     order = _key_order(a_pid, a_keys)
@@ -802,6 +817,12 @@ def _call_pids(a_gtid: np.ndarray) -> np.ndarray:
     if a_gtid.strides == (0,) and len(a_gtid):
         return np.broadcast_to((a_gtid[:1] >> 24) & _PID_MASK, a_gtid.shape)
     return (a_gtid >> 24) & _PID_MASK
+
+
+def _in_id_order(a_pid: np.ndarray, a_corr: np.ndarray) -> bool:
+    """Whether the calls are of one process, their correlation ids increasing (as nsys writes
+    one process' calls): each id once, looked up as they are (:func:`_by_sorted_ids`)."""
+    return bool(len(a_pid)) and one_valued(a_pid) and increasing(a_corr)
 
 
 def _by_sorted_ids(a_pid: int, a_corr: np.ndarray):
