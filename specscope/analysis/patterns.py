@@ -214,14 +214,15 @@ def find_step_kernel(trace: Trace, pid: int, **thresholds) -> StepKernel | None:
     del mine
     codes = _kernel_codes(ops, eager)  # codes, not a string per launch
     api_start = ops["api_start_ns"].to_numpy()
-    one_thread = one_valued(api_tid) if len(api_tid) else True
-    tids = [int(api_tid[0])] if one_thread and len(eager) else None
-    if tids is None:  # (a few launching threads: no sort of every launch's)
-        api_tid = api_tid[eager]
-        tids = few_distinct(api_tid)
+    if len(eager) and one_valued(api_tid):  # one launching thread: no gather of each launch's
+        launch_tid, tids = None, [int(api_tid[0])]
+    else:
+        launch_tid = api_tid[eager]
+        tids = few_distinct(launch_tid)  # (a few launching threads: no sort of every launch's)
+        tids = np.unique(launch_tid).tolist() if tids is None else sorted(tids)
     best = None  # (found, tid, launches) of the thread covering most launches
-    for tid in np.unique(api_tid) if tids is None else sorted(tids):
-        at = None if one_thread or tids == [tid] else np.flatnonzero(api_tid == tid)
+    for tid in tids:
+        at = None if len(tids) == 1 else np.flatnonzero(launch_tid == tid)
         starts = api_start[eager if at is None else eager[at]]
         names = codes if at is None else codes[at]
         if not (starts[1:] >= starts[:-1]).all():  # (usually in order already: GPU order)

@@ -145,6 +145,27 @@ def test_hint_names_nvtx_ranges_that_look_like_steps(write_export):
     assert "NVTX ranges that look like steps: --step 'train_step' (5 ranges, 3 GPU ops" in p.hint
 
 
+def test_step_kernel_of_the_thread_covering_most_launches(write_export):
+    # two launching threads: the main one loops over (step, a, b) 6 times, a helper thread
+    # over (h, g) 4 times; the main thread's kernel is the step kernel, with its own launches
+    from specscope.analysis import loader
+    from specscope.analysis.patterns import find_step_kernel
+
+    x, t = SyntheticExport(), 0
+    for i in range(6):
+        for name in ("step", "a", "b"):
+            corr = x.api("cudaLaunchKernel", t, t + 20)
+            x.kernel(name, t + 50, t + 300, corr)
+            t += 1_000
+        if i < 4:
+            for name in ("h", "g"):
+                corr = x.api("cudaLaunchKernel", t, t + 20, tid=x.tid + 1)
+                x.kernel(name, t + 50, t + 300, corr, stream=9)
+                t += 1_000
+    found = find_step_kernel(loader.load(write_export(x)), x.pid)
+    assert (found.name, found.tid, found.launches, found.periods) == ("step", x.tid, 18, 5)
+
+
 def test_b_long_cycle_of_piecewise_graphs(write_export):
     # vLLM-style piecewise graphs: 24 graph pieces per step, an eager attention kernel between
     # two pieces; 6 steps
