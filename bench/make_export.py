@@ -395,19 +395,21 @@ class _Generator:
         self._api(c, "capturing", 250, 450)
         if kernels is not None:
             self._eager_replay(c, *kernels)
-            self._host(500, 3000)
-            self._range(c, f"{phase}.replay", start, self.cpu)
-            self._host(200, 800)
-            return
+        else:
+            self._graph_launch(c, total)
+        self._host(500, 3000)
+        self._range(c, f"{phase}.replay", start, self.cpu)
+        self._host(200, 800)
+
+    def _graph_launch(self, c: _Chunk, total: int) -> None:
+        """A ``cudaGraphLaunch`` whose kernels (``total`` ns, :meth:`chunk` places them) start
+        once the call has returned and the stream is free."""
         a0, a1, corr = self._api(c, "graph", 12_000, 45_000)
         ready = a1 + self._u(2000, 7000)
         g0 = max(ready, self.free[MAIN_STREAM] + self._u(150, 600))
         self.free[MAIN_STREAM] = g0 + total
         c.g_start.append(g0)
         c.g_corr.append(corr)
-        self._host(500, 3000)
-        self._range(c, f"{phase}.replay", start, self.cpu)
-        self._host(200, 800)
 
     def _accept(self, c: _Chunk) -> None:
         start = self.cpu
