@@ -8,10 +8,16 @@ CALLS (default 1): calls of ``generate`` inside the capture range, one after the
 2 M-kernel eager export, ``bench/README.md``).
 """
 
-import sys
+import argparse
 
-import torch
-from transformers import LlamaConfig, LlamaForCausalLM
+p = argparse.ArgumentParser(description="Hugging Face generate on a tiny random Llama (eager)")
+p.add_argument("calls", nargs="?", type=int, default=1, help="calls of generate (default 1)")
+calls = p.parse_args().calls  # (before torch: a bad CALLS is one line, exit 2)
+if calls < 1:
+    p.error("CALLS must be at least 1")
+
+import torch  # noqa: E402
+from transformers import LlamaConfig, LlamaForCausalLM  # noqa: E402
 
 torch.manual_seed(0)
 cfg = LlamaConfig(
@@ -25,7 +31,7 @@ with torch.no_grad():
     model.generate(ids, max_new_tokens=4, min_new_tokens=4, **kw)  # warm-up
     torch.cuda.synchronize()
     torch.cuda.cudart().cudaProfilerStart()
-    for _ in range(int(sys.argv[1]) if len(sys.argv) > 1 else 1):
+    for _ in range(calls):
         out = model.generate(ids, max_new_tokens=24, min_new_tokens=24, **kw)
     torch.cuda.synchronize()
     torch.cuda.cudart().cudaProfilerStop()
