@@ -27,11 +27,19 @@ analysed on several devices; entries are ordered by (pid, device), so labels are
       batch-size bucket per role), so a step is one cycle (:mod:`.launch_steps`);
 (c)   a repeating eager kernel pattern (:mod:`specscope.analysis.patterns`): each launch of the
       kernel launched once per period starts a step (``--step kernel:^NAME$``);
-(d)   the whole capture as one window per device (:mod:`specscope.analysis.whole`).
+(d)   the NVTX ranges that look most like steps (:func:`.projection.step_range_candidates`: a
+      name with at least 3 ranges at depth 0 of their thread, each launching GPU work; most GPU
+      operations per range first), each range a step (``--step NAME``);
+(e)   the whole capture as one window per device (:mod:`specscope.analysis.whole`).
 ====  ===========================================================================================
 
-A process whose (b) or (c) spec finds no steps falls through to the next; when (a)'s ranges are
-there but give no steps (e.g. ``--skip`` larger than their count), that error is raised. Each
+(d) comes after (b) and (c) because any annotation qualifies, a per-layer range as well as a
+per-step one: where a graph cycle or a kernel pattern repeats, the ranges are only suggested in
+the hint. Where neither repeats (an eager loop of one kernel type, say), a range that recurs is
+the only structure there is, and better than no steps at all.
+
+A process whose (b), (c) or (d) spec finds no steps falls through to the next; when (a)'s ranges
+are there but give no steps (e.g. ``--skip`` larger than their count), that error is raised. Each
 entry says which was chosen (``choice``, one line) and how to refine it (``hint``: the options
 to pass). An export without GPU work and without (a)'s ranges raises :class:`SpecError`.
 """
@@ -150,6 +158,7 @@ class Choice:
     spec: StepSpec | None
     choice: str
     hint: str
+    final: bool = False  # (a): its spec's error is the user's (an option), not a fall-through
 
 
 def _preset_steps(trace: Trace, pid: int) -> Choice | None:
@@ -166,6 +175,7 @@ def _preset_steps(trace: Trace, pid: int) -> Choice | None:
         f"NVTX ranges of preset {DEFAULT_PRESET!r} (step {spec.step!r}, {int(sel.sum())} ranges)",
         f"--preset {DEFAULT_PRESET} (or --step/--anchors/--domain for other ranges; "
         "`specscope ranges TRACE` lists them)",
+        final=True,
     )
 
 
@@ -202,6 +212,20 @@ def _kernel_pattern(trace: Trace, pid: int, thresholds: dict) -> Choice | None:
     )
 
 
+def _range_steps(trace: Trace, pid: int) -> Choice | None:
+    """(d): the NVTX ranges of ``pid`` that look most like steps."""
+    found = step_range_candidates(trace, pid, limit=1)
+    if not found:
+        return None
+    name, count, ops = found[0]
+    return Choice(
+        StepSpec(name),
+        f"NVTX ranges {name!r} ({count} ranges at depth 0 launching {ops:.0f} GPU ops each on "
+        "average; no graph cycle or kernel pattern repeats)",
+        f"--step {shlex.quote(name)} (or another range: `specscope ranges TRACE` lists them)",
+    )
+
+
 WHOLE_CHOICE = "the whole capture as one window (no NVTX steps, graph cycle or kernel pattern)"
 WHOLE_HINT = (
     "--step kernel:REGEX (a kernel launched once per step), --anchors NAME=graph:ID,... "
@@ -216,7 +240,7 @@ def choose_steps(
     min_cycles: int,
     pattern_thresholds: dict,
 ) -> Iterator[Choice]:
-    """The candidate step choices (a)-(c) of process ``pid``, best first (module doc), each
+    """The candidate step choices (a)-(d) of process ``pid``, best first (module doc), each
     worked out only when the one before it was not usable (the graph inventory and the
     kernel-pattern search cost seconds on large exports).
 
@@ -230,6 +254,8 @@ def choose_steps(
         if (c := _graph_cycle(graphs(), pid, min_cycles)) is not None:
             yield c
         if (c := _kernel_pattern(trace, pid, pattern_thresholds)) is not None:
+            yield c
+        if (c := _range_steps(trace, pid)) is not None:
             yield c
 
 
@@ -268,7 +294,7 @@ class _Entry:
 
 
 def _whole_capture(trace: Trace, pid: int, options: AnalyzeOptions) -> list[_Entry]:
-    """(d): one window per device of process ``pid``."""
+    """(e): one window per device of process ``pid``."""
     out = []
     for d in _devices(trace, pid, options.device):
         if d not in process_devices(trace).get(pid, []):  # (a --device it has no work on)
@@ -289,17 +315,17 @@ def _zero_config(
     skipped: dict[str, str],
     thresholds: dict,
 ) -> list[_Entry]:
-    """The first usable choice of :func:`choose_steps` for ``pid``, else (d)."""
+    """The first usable choice of :func:`choose_steps` for ``pid``, else (e)."""
     failed = []
     thresholds = dict(thresholds)
     min_cycles = thresholds.pop("min_cycles")
-    for i, c in enumerate(choose_steps(trace, pid, graphs, min_cycles, thresholds)):
+    for c in choose_steps(trace, pid, graphs, min_cycles, thresholds):
         try:
             # the default preset is a guess here: its anchors may be absent (a note, not an error)
             lenient = replace(options, require_anchors=False)
             analyses = _with_spec(trace, pid, c.spec, lenient, skipped)
         except SpecError as e:
-            if i == 0 and c.spec is not None and not c.spec.from_launches:
+            if c.final:
                 raise  # the preset's ranges are there: an option (e.g. --skip) is wrong
             failed.append(f"{c.choice}: not usable ({e})")
             continue

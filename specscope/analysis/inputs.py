@@ -106,9 +106,9 @@ def analyze_export(
     """:func:`~specscope.analysis.run.analyze` ``export`` with ``spec``; without one, with the
     default preset, and where that finds no steps, zero-config: the steps
     :func:`~specscope.analysis.auto.analyze_processes` chooses (a CUDA graph launch cycle, a
-    repeating kernel pattern, else the whole capture) in the process and device with most
-    steps (the first in rank order on a tie). Its notes then say what was chosen and, for an
-    export of several, which process was taken."""
+    repeating kernel pattern, NVTX ranges that recur, else the whole capture) in the process
+    and device with most steps (the first in rank order on a tie). Its notes then say what was
+    chosen and, for an export of several, which process was taken."""
     trace = _loaded(export, spec)
     if spec is not None:
         return analyze_trace(trace, spec, options)

@@ -82,6 +82,7 @@ from specscope.analysis.sqlread import (
     readonly_uri,
     rowid_ranges,
 )
+from specscope.analysis.timeshift import export_time_shift, unshift
 from specscope.analysis.validate import as_text, readable_strings
 from specscope.errors import TraceError
 
@@ -186,6 +187,12 @@ class Trace:
     @property
     def schema_version(self) -> str:
         return self.meta.get("EXPORT_SCHEMA_VERSION", "unknown")
+
+    @cached_property
+    def time_shift(self) -> int:
+        """What ``nsys export --ts-normalize``/``--ts-shift`` added to every time (ns; 0 for
+        a plain export), taken off every time read (:mod:`.timeshift`)."""
+        return export_time_shift(self.meta)
 
     def has(self, table: str) -> bool:
         return table in self.tables
@@ -315,6 +322,7 @@ class Trace:
             file = self.sqlite_file or self.path
             read = self._read(lambda: read_nvtx(self.con, self._columnar, nvtx_sql(have), file))
         start, end, is_open, code, gtid, domain_id, etype, has_text, rowid = read
+        start, end = unshift(start, self.time_shift), unshift(end, self.time_shift)
         progress.report("NVTX ranges", 1, 1)
         # Names are codes: StringIds ids, or -2 - i for the i-th distinct explicit ``text``.
         text = nvtx_text(have)
@@ -422,11 +430,14 @@ class Trace:
     def _runtime(self) -> list[np.ndarray]:
         """start, end, globalTid, correlationId, nameId of every CUDA API call (one scan; read
         ahead by :func:`.opsread.prefetch` where it was)."""
-        if (ahead := opsread.take(self.sqlite_file or self.path, "runtime")) is not None:
-            return ahead
-        sql = runtime_sql(self.columns(RUNTIME))
-        file = self.sqlite_file or self.path
-        return self._read(lambda: read_runtime(self.con, self._columnar, sql, file))
+        read = opsread.take(self.sqlite_file or self.path, "runtime")
+        if read is None:
+            sql = runtime_sql(self.columns(RUNTIME))
+            file = self.sqlite_file or self.path
+            read = self._read(lambda: read_runtime(self.con, self._columnar, sql, file))
+        read = list(read)
+        read[0], read[1] = unshift(read[0], self.time_shift), unshift(read[1], self.time_shift)
+        return read
 
     @cached_property
     def _calls_in_id_order(self) -> bool:
@@ -457,6 +468,7 @@ class Trace:
     def ops(self) -> pd.DataFrame:
         """Every GPU operation, with the start and thread of the API call that launched it."""
         columns, execs = self._read_ops()
+        columns[0], columns[1] = (unshift(columns[i], self.time_shift) for i in (0, 1))
         if "capture_mode" not in self.__dict__:  # (the cached property, from this read)
             self.__dict__["capture_mode"] = self._mode_of_read(columns[8])
         execs = exec_ids(columns[8]) if execs and self.capture_mode is CaptureMode.NODE else None
@@ -611,6 +623,7 @@ class Trace:
                 ),
                 8,
             )
+            cols[0], cols[1] = unshift(cols[0], self.time_shift), unshift(cols[1], self.time_shift)
         elif self.capture_mode is CaptureMode.NODE:
             cols = self._launches_from_ops() or self._node_launches()
         else:
@@ -650,7 +663,8 @@ class Trace:
     def _node_launches(self) -> list[np.ndarray]:
         """Node mode: the graph rows of kernels, memcpys and memsets grouped by launch (gpid,
         corr, exec) as one ``GROUP BY`` over all of them gives, in key order: start (min), end
-        (max), device (min), gpid, corr, -1, exec, kernels (count).
+        (max), device (min), gpid, corr, -1, exec, kernels (count); times taken back
+        (:mod:`.timeshift`).
 
         Each table (the KERNEL table in rowid ranges) is grouped by its own query, on parallel
         threads, and groups split between queries are merged here
@@ -679,7 +693,8 @@ class Trace:
                 self.con, lambda: columnar_connection(file), parts, 7, threads=threads
             )
         )
-        return group_launches(*cols)
+        start, end, *rest = group_launches(*cols)
+        return [unshift(start, self.time_shift), unshift(end, self.time_shift), *rest]
 
     def _graph_event_tables(self) -> tuple[str | None, str | None]:
         """(graph events table, node events table), picked by column: 2023 exports keep node
@@ -730,7 +745,9 @@ class Trace:
             rows = self.query(
                 f"SELECT p, g, min(t) FROM ({' UNION ALL '.join(selects)}) GROUP BY p, g"
             )
-        return pd.DataFrame(rows, columns=["pid", "graph_id", "created_ns"], dtype="int64")
+        out = pd.DataFrame(rows, columns=["pid", "graph_id", "created_ns"], dtype="int64")
+        out["created_ns"] = unshift(out["created_ns"].to_numpy(), self.time_shift)
+        return out
 
 
 def _mapped(table: dict[tuple[int, int], int], pid: np.ndarray, key: np.ndarray) -> np.ndarray:

@@ -151,7 +151,8 @@ def step_range_candidates(
     A name qualifies when at least ``min_count`` of its ranges sit at depth 0 of their thread
     (no range of the thread encloses them; module doc) and every one of those launched GPU work
     (an operation whose launch call started inside it, on its thread). Per-op ranges (PyTorch's
-    ``emit_nvtx``) qualify too, so these are suggestions, never chosen automatically."""
+    ``emit_nvtx``) qualify too, so zero-config takes the first only where no graph cycle or
+    kernel pattern repeats (:mod:`.auto`, (d)); elsewhere these are suggestions."""
     nvtx = trace.nvtx
     mine = nvtx[nvtx["pid"] == pid]
     ops = trace.ops

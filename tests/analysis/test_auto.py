@@ -1,8 +1,9 @@
 """Zero-config analysis (:mod:`specscope.analysis.auto`): which steps are chosen, on which export.
 
 (a) the ``eagle`` preset's NVTX ranges, (b) a repeating CUDA-graph cycle, (c) a repeating eager
-kernel pattern (:mod:`specscope.analysis.patterns`), (d) the whole capture as one window
-(:mod:`specscope.analysis.whole`); and every committed export analysed without a spec.
+kernel pattern (:mod:`specscope.analysis.patterns`), (d) NVTX ranges that recur where nothing
+else repeats, (e) the whole capture as one window (:mod:`specscope.analysis.whole`); and every
+committed export analysed without a spec.
 """
 
 from __future__ import annotations
@@ -128,6 +129,41 @@ def test_graph_cycle_that_is_too_short_falls_through(write_export):
     path = write_export(x)
     assert only(path).choice.startswith("the whole capture")
     assert "graph launch cycle" in analyze_processes(path, min_cycles=2).processes[0].choice
+
+
+def _one_kernel_loop(ranges: str | None, steps: int = 6):
+    """An eager loop of one kernel type (no pattern can repeat: every launch is alike), three
+    launches per iteration, each iteration an NVTX range ``ranges`` (None: no NVTX)."""
+    x, t = SyntheticExport(), 0
+    for _ in range(steps):
+        if ranges is not None:
+            x.range(ranges, t, t + 2_900)
+        for _ in range(3):
+            corr = x.api("cudaLaunchKernel", t, t + 20)
+            x.kernel("add", t + 50, t + 300, corr)
+            t += 1_000
+        t += 500
+    return x
+
+
+def test_d_recurring_nvtx_ranges_where_nothing_else_repeats(write_export):
+    p = only(write_export(_one_kernel_loop("iteration")))
+    assert p.choice.startswith("NVTX ranges 'iteration' (6 ranges at depth 0 launching 3 GPU ops")
+    assert "--step iteration" in p.hint
+    f = p.analysis.frame
+    assert len(f) == 6 and (f["eager_kernels"] == 3).all()
+    # the same steps as the ranges given by name
+    expected = analyze_processes(write_export(_one_kernel_loop("iteration")), StepSpec("iteration"))
+    pd.testing.assert_frame_equal(f, expected.processes[0].analysis.frame)
+    # without the ranges: the whole capture
+    assert only(write_export(_one_kernel_loop(None))).choice.startswith("the whole capture")
+
+
+def test_d_ranges_too_few_to_be_steps(write_export):
+    # two ranges (below the three a name needs): no step structure, the whole capture
+    assert only(write_export(_one_kernel_loop("iteration", steps=2))).choice.startswith(
+        "the whole capture"
+    )
 
 
 def test_hint_names_nvtx_ranges_that_look_like_steps(write_export):

@@ -24,7 +24,8 @@ H200 = ["eagle_node_before", "eagle_node_after", "eagle_graph_before"]
 GRAPHS = [f"graphs/{p.stem}" for p in sorted((DATA / "graphs").glob("*.sqlite"))]
 # programs nobody instrumented for specscope (tests/data/real/README.md): HF transformers'
 # generate (eager PyTorch), a jitted JAX loop (XLA's CUDA graphs, driver-API launches),
-# torch.compile's CUDA graph trees and unified memory with page-fault tracing
+# torch.compile's CUDA graph trees and unified memory with page-fault tracing, two processes
+# replaying PyTorch CUDA graphs (exported twice: plain and --ts-normalize), an eager NVTX loop
 REAL = [f"real/{p.stem}" for p in sorted((DATA / "real").glob("*.sqlite"))]
 
 
@@ -174,3 +175,25 @@ def test_pytorch_cuda_graphs_and_unified_memory_without_options() -> None:
         "[CUDA memcpy Unified Host-to-Device]",
         "[CUDA memcpy Unified Device-to-Host]",
     }
+
+
+def test_two_processes_and_a_loop_of_one_kernel_without_options() -> None:
+    """Zero-config on two more real exports (``scripts/real/sweep.sh``): two processes that
+    each replay one PyTorch CUDA graph 50 times, one ``decode`` NVTX range and one eager H2D
+    copy per replay (every step a cycle [graph] x 50, per process); and an eager loop of one
+    kernel type (12 adds and one H2D copy per NVTX ``step`` range, 60 times), where no kernel
+    pattern can repeat: the ranges that recur are the steps."""
+    from specscope.analysis.auto import analyze_processes
+
+    ranks = analyze_processes(DATA / "real/two_procs.sqlite").processes
+    assert len(ranks) == 2 and len({r.analysis.pid for r in ranks}) == 2
+    for r in ranks:
+        assert "CUDA graph launch cycle" in r.choice and r.analysis.n_steps == 50
+        f = r.analysis.frame
+        assert (f["graph_launches"] == 1).all() and (f["api_calls:cudaGraphLaunch"] == 1).all()
+        assert "--step 'decode' (50 ranges" in r.hint
+    (loop,) = analyze_processes(DATA / "real/eager_steps_events.sqlite").processes
+    assert loop.choice.startswith("NVTX ranges 'step' (60 ranges") and loop.analysis.n_steps == 60
+    f = loop.analysis.frame
+    assert (f["eager_kernels"] == 12).all() and (f["eager_memcpy_htod"] == 1).all()
+    assert (f["busy_us"] > 0).all() and (f["busy_us"] <= f["window_us"]).all()
