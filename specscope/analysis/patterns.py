@@ -80,19 +80,27 @@ _SEED = 0x5EC5C0DE  # fixed: the hash weights (and so the result) never change b
 
 def _period_hashes(codes: np.ndarray, n_names: int) -> tuple[np.ndarray, np.ndarray]:
     """Prefix sums (length n + 1, uint64, wrapping) for the order-sensitive hash of any slice
-    ``[a, b)``: ``(S1[b] - S1[a], S2[b] - S2[a] - a * (S1[b] - S1[a]))``."""
+    ``[a, b)``: ``(S1[b] - S1[a], S2[b] - S2[a] - a * (S1[b] - S1[a]))``.
+
+    Built in place a chunk at a time, with no temporary of every launch's: ``np.take`` into an
+    ``out`` buffers the whole result unless told it need not check the indices (``clip``: the
+    codes are in range), and a cumulative sum into its own input copies that input first (20 M
+    launches: 290 MB of temporaries)."""
     w = np.random.default_rng(_SEED).integers(1, 2**63, size=n_names, dtype=np.uint64)
     n = len(codes)
     s1, s2 = np.empty(n + 1, dtype=np.uint64), np.empty(n + 1, dtype=np.uint64)
     s1[0] = s2[0] = 0
-    np.take(w, codes, out=s1[1:])  # (each launch's weight, then summed in place: no
-    for lo in range(0, n, CHUNK_ROWS):  # temporary of every launch's)
+    carry1 = carry2 = np.uint64(0)
+    for lo in range(0, n, CHUNK_ROWS):
         hi = min(lo + CHUNK_ROWS, n)
-        np.multiply(
-            s1[1 + lo : 1 + hi], np.arange(lo, hi, dtype=np.uint64), out=s2[1 + lo : 1 + hi]
-        )
-    np.cumsum(s1[1:], out=s1[1:])
-    np.cumsum(s2[1:], out=s2[1:])
+        w1, w2 = s1[1 + lo : 1 + hi], s2[1 + lo : 1 + hi]
+        np.take(w, codes[lo:hi], out=w1, mode="clip")  # each launch's weight
+        np.multiply(w1, np.arange(lo, hi, dtype=np.uint64), out=w2)  # ... times its position
+        w1[:] = np.cumsum(w1)  # (a chunk's temporary), then the chunks before it added
+        w2[:] = np.cumsum(w2)
+        w1 += carry1
+        w2 += carry2
+        carry1, carry2 = w1[-1], w2[-1]
     return s1, s2
 
 
@@ -119,24 +127,69 @@ def _code_type(n_codes: int) -> np.dtype:
 
 def _by_code(codes: np.ndarray, n_codes: int) -> np.ndarray:
     """``np.argsort(codes, kind="stable")``, sorting the codes as 16-bit keys where they fit
-    (numpy's radix sort: a pass per byte, 3x faster than merging 64-bit ones)."""
+    (numpy's radix sort: a pass per byte, 3x faster than merging 64-bit ones); int32 where the
+    launches are fewer than 2**31 (20 M launches: 80 MB less held through the search)."""
     if n_codes <= np.iinfo(np.uint16).max:
-        return np.argsort(codes.astype(np.uint16, copy=False), kind="stable")
-    return np.argsort(codes, kind="stable")
+        order = np.argsort(codes.astype(np.uint16, copy=False), kind="stable")
+    else:
+        order = np.argsort(codes, kind="stable")
+    return order.astype(_row_type(len(codes)), copy=False)
+
+
+def _row_type(n: int) -> np.dtype:
+    """The dtype of positions ``0 .. n - 1``: int32 where they fit, else int64."""
+    return np.dtype(np.int32 if n < np.iinfo(np.int32).max else np.int64)
+
+
+class _Gathered:
+    """``values[rows]``, gathered only where indexed (``self[pos]``): the launch times of the
+    eager launches without a copy of every one (20 M launches: 160 MB)."""
+
+    def __init__(self, values: np.ndarray, rows: np.ndarray):
+        self.values, self.rows = values, rows
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, pos):
+        return self.values[self.rows[pos]]
+
+
+def _ordered(values: np.ndarray, rows: np.ndarray) -> bool:
+    """Whether ``values[rows]`` never decrease, a chunk at a time (no gather of every one)."""
+    last = None
+    for lo in range(0, len(rows), CHUNK_ROWS):
+        chunk = values[rows[lo : lo + CHUNK_ROWS]]
+        if (last is not None and chunk[0] < last) or not (chunk[1:] >= chunk[:-1]).all():
+            return False
+        last = chunk[-1]
+    return True
 
 
 def _repeats(pos: np.ndarray, s1: np.ndarray, s2: np.ndarray) -> tuple[int, int, int, float]:
     """(repeats, launches covered, periods, median period length) of the launches ``pos`` of
-    one name (module doc)."""
-    a, b = pos[:-1], pos[1:]
-    h1 = s1[b] - s1[a]
-    h2 = s2[b] - s2[a] - a.astype(np.uint64) * h1
-    length = b - a
-    same = (length[1:] == length[:-1]) & (h1[1:] == h1[:-1]) & (h2[1:] == h2[:-1])
-    part = np.zeros(len(a), dtype=bool)  # periods that repeat or are repeated
+    one name (module doc). The periods' hashes a chunk at a time: a name launched millions of
+    times took 160 MB of them at once."""
+    periods = len(pos) - 1
+    same = np.zeros(max(periods - 1, 0), dtype=bool)  # period i + 1 equals period i
+    last = None  # (length, h1, h2) of the chunk before's last period
+    for lo in range(0, periods, CHUNK_ROWS):
+        hi = min(lo + CHUNK_ROWS, periods)
+        a, b = pos[lo:hi], pos[lo + 1 : hi + 1]
+        h1 = s1[b] - s1[a]
+        h2 = s2[b] - s2[a] - a.astype(np.uint64) * h1
+        length = b - a
+        if last is not None:
+            same[lo - 1] = last == (length[0], h1[0], h2[0])
+        same[lo : hi - 1] = (
+            (length[1:] == length[:-1]) & (h1[1:] == h1[:-1]) & (h2[1:] == h2[:-1])
+        )
+        last = (length[-1], h1[-1], h2[-1])
+    part = np.zeros(periods, dtype=bool)  # periods that repeat or are repeated
     part[1:] |= same
     part[:-1] |= same
-    return int(same.sum()), int(length[part].sum()), len(a), float(np.median(length))
+    length = np.diff(pos)
+    return int(same.sum()), int(length[part].sum()), periods, float(np.median(length))
 
 
 def _pauses(starts: np.ndarray, pos: np.ndarray) -> np.ndarray:
@@ -165,8 +218,8 @@ def thread_step_kernel(
         return None
     uniq, codes = _distinct(names)
     counts = np.bincount(codes, minlength=len(uniq))
+    order = _by_code(codes, len(uniq))  # (before the hashes: the sort's temporaries freed)
     s1, s2 = _period_hashes(codes, len(uniq))
-    order = _by_code(codes, len(uniq))
     del codes
     bounds = np.r_[0, np.cumsum(counts)]
     best = None
@@ -210,7 +263,7 @@ def find_step_kernel(trace: Trace, pid: int, **thresholds) -> StepKernel | None:
     del kernel
     in_graph = ops["in_graph"].to_numpy()
     excluded = frozenset(np.unique(_kernel_codes(ops, np.flatnonzero(mine & in_graph))).tolist())
-    eager = np.flatnonzero(mine & ~in_graph)
+    eager = np.flatnonzero(mine & ~in_graph).astype(_row_type(len(ops)), copy=False)
     del mine
     codes = _kernel_codes(ops, eager)  # codes, not a string per launch
     api_start = ops["api_start_ns"].to_numpy()
@@ -223,11 +276,15 @@ def find_step_kernel(trace: Trace, pid: int, **thresholds) -> StepKernel | None:
     best = None  # (found, tid, launches) of the thread covering most launches
     for tid in tids:
         at = None if len(tids) == 1 else np.flatnonzero(launch_tid == tid)
-        starts = api_start[eager if at is None else eager[at]]
+        rows = eager if at is None else eager[at]
         names = codes if at is None else codes[at]
-        if not (starts[1:] >= starts[:-1]).all():  # (usually in order already: GPU order)
+        if _ordered(api_start, rows):  # (usually in order already: GPU order)
+            starts = _Gathered(api_start, rows)
+        else:
+            starts = api_start[rows]
             order = np.argsort(starts, kind="stable")
             starts, names = starts[order], names[order]
+        del rows
         found = thread_step_kernel(names, starts, excluded=excluded, **thresholds)
         del starts, names
         if found is not None and (best is None or found[3] > best[0][3]):
@@ -242,10 +299,12 @@ def find_step_kernel(trace: Trace, pid: int, **thresholds) -> StepKernel | None:
 def _kernel_codes(ops, rows: np.ndarray) -> np.ndarray:
     """Of the ops ``rows``: one code per distinct demangled name, per short name where a row
     has none (codes of ``full_name``, then ``len(full_name categories) + `` codes of ``name``),
-    int32."""
+    int16 where they fit (a few hundred names), else int32."""
     fcodes, scodes = ops["full_name"].array.codes[rows], ops["name"].array.codes[rows]
     n_full = len(ops["full_name"].cat.categories)
-    return np.where(fcodes >= 0, fcodes.astype(np.int32), n_full + scodes.astype(np.int32))
+    n_codes = n_full + len(ops["name"].cat.categories)
+    t = np.int16 if n_codes <= np.iinfo(np.int16).max else np.int32
+    return np.where(fcodes >= 0, fcodes.astype(t), t(n_full) + scodes.astype(t))
 
 
 def _kernel_name(ops, codes: np.ndarray, code: int, rows: np.ndarray) -> str:

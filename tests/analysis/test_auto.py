@@ -267,6 +267,47 @@ def test_distinct_codes_are_np_unique(span):
     np.testing.assert_array_equal(_by_code(codes, len(uniq)), np.argsort(codes, kind="stable"))
 
 
+def _repeats_whole(pos, s1, s2):
+    """The period statistics of ``patterns._repeats`` over whole arrays (its reference)."""
+    a, b = pos[:-1].astype(np.int64), pos[1:].astype(np.int64)
+    h1 = s1[b] - s1[a]
+    h2 = s2[b] - s2[a] - a.astype(np.uint64) * h1
+    length = b - a
+    same = (length[1:] == length[:-1]) & (h1[1:] == h1[:-1]) & (h2[1:] == h2[:-1])
+    part = np.zeros(len(a), dtype=bool)
+    part[1:] |= same
+    part[:-1] |= same
+    return int(same.sum()), int(length[part].sum()), len(a), float(np.median(length))
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 7, 1 << 18])
+def test_chunked_pattern_search_equals_the_whole_arrays(chunk, monkeypatch):
+    # prefix hashes, period statistics and the order check a chunk at a time (bounded
+    # temporaries at 20 M launches): the values of whole-array numpy, across chunk bounds
+    from specscope.analysis import patterns
+
+    monkeypatch.setattr(patterns, "CHUNK_ROWS", chunk)
+    rng = np.random.default_rng(chunk)
+    seq = np.tile(np.array([0, 1, 2, 1, 3], dtype=np.uint16), 40)
+    seq[rng.integers(0, len(seq), 6)] = 4  # a few periods that differ
+    w = np.random.default_rng(patterns._SEED).integers(1, 2**63, size=5, dtype=np.uint64)
+    s1, s2 = patterns._period_hashes(seq, 5)
+    weights = w[seq]
+    np.testing.assert_array_equal(s1, np.r_[np.uint64(0), np.cumsum(weights)])
+    positions = np.arange(len(seq), dtype=np.uint64)
+    np.testing.assert_array_equal(s2, np.r_[np.uint64(0), np.cumsum(weights * positions)])
+    for code in range(5):
+        pos = np.flatnonzero(seq == code).astype(np.int32)
+        if len(pos) > 2:
+            assert patterns._repeats(pos, s1, s2) == _repeats_whole(pos, s1, s2), code
+    times = np.arange(100, dtype=np.float64)
+    rows = np.arange(0, 100, 3, dtype=np.int32)
+    assert patterns._ordered(times, rows)
+    times[rows[5]] = times[rows[4]] - 1  # one launch out of order, at any chunk position
+    assert not patterns._ordered(times, rows)
+    assert patterns._Gathered(times, rows)[np.array([5, 6])].tolist() == times[rows[5:7]].tolist()
+
+
 def test_step_kernel_prefers_the_longest_host_pause():
     names = np.array(list("abcabcabcabc"))
     starts = np.cumsum([50 if n == "b" else 10 for n in names])  # a long pause before each b

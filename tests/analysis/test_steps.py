@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pandas as pd
 import pytest
 from eagle_exports import EAGLE_SPEC, build_eagle
@@ -188,3 +189,21 @@ def test_chunked_row_work_gives_the_same_metrics(analyze_x, monkeypatch):
     pd.testing.assert_frame_equal(chunked.steps.ops, whole.steps.ops)
     pd.testing.assert_frame_equal(chunked.metrics.frame, whole.metrics.frame)
     assert len(whole.trace.ops) > 3 * 5
+
+
+@pytest.mark.parametrize("chunk", [1, 3, 1 << 18])
+def test_runs_of_launch_times_looked_up_a_chunk_at_a_time(chunk, monkeypatch):
+    # runs of equal launch times (a graph launch's kernels) cut by chunk bounds: every op gets
+    # the interval of its time, as a lookup of each op's own time gives
+    from specscope.analysis import steps as steps_module
+
+    monkeypatch.setattr(steps_module, "CHUNK_ROWS", chunk)
+    times = np.repeat(np.array([5.0, 12.0, 12.5, 30.0, 41.0, 70.0]), [3, 1, 4, 2, 5, 1])
+    intervals = [
+        (np.array([0, 10, 40]), np.array([10, 20, 60])),
+        (np.array([11, 29]), np.array([13, 31])),
+    ]
+    got = steps_module._lookup_runs(times, *intervals)
+    for result, (s, e) in zip(got, intervals, strict=True):
+        want = steps_module.interval_index(s, e, times.astype(np.int64))
+        assert result.dtype == np.int32 and result.tolist() == want.tolist()
