@@ -181,9 +181,7 @@ def _repeats(pos: np.ndarray, s1: np.ndarray, s2: np.ndarray) -> tuple[int, int,
         length = b - a
         if last is not None:
             same[lo - 1] = last == (length[0], h1[0], h2[0])
-        same[lo : hi - 1] = (
-            (length[1:] == length[:-1]) & (h1[1:] == h1[:-1]) & (h2[1:] == h2[:-1])
-        )
+        same[lo : hi - 1] = (length[1:] == length[:-1]) & (h1[1:] == h1[:-1]) & (h2[1:] == h2[:-1])
         last = (length[-1], h1[-1], h2[-1])
     part = np.zeros(periods, dtype=bool)  # periods that repeat or are repeated
     part[1:] |= same
