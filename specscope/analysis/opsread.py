@@ -44,7 +44,7 @@ from pathlib import Path
 import numpy as np
 
 from specscope.analysis import forkread, opsscan, progress
-from specscope.analysis.memory import narrow_ints, one_value_view
+from specscope.analysis.memory import narrow_ids, narrow_ints, one_value_view
 from specscope.analysis.sqlread import (
     NARROW32,
     SPLIT32,
@@ -150,7 +150,7 @@ def read_runtime(
     if cols is None:
         cols = int_columns(con, columnar, sql, 5)
     cols[2] = one_value_view(cols[2])  # one launching thread: one element
-    cols[3], cols[4] = narrow_ints(cols[3]), narrow_ints(cols[4])  # correlation id, name id
+    cols[3], cols[4] = narrow_ints(cols[3]), narrow_ids(cols[4])  # correlation id, name id
     progress.report("CUDA API calls", 1, 1)
     return cols
 

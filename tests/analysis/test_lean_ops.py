@@ -59,6 +59,19 @@ def test_one_value_columns_are_views(monkeypatch) -> None:
     assert lean["start_ns"].to_numpy().strides == (8,)
 
 
+def test_api_name_ids_narrowed_to_what_holds_them(monkeypatch) -> None:
+    monkeypatch.setattr(memory, "ONE_VALUE_MIN_ROWS", 0)
+    assert load(AFTER)._runtime[4].dtype == np.int16  # (StringIds ids of a small export)
+    for values, dtype in [
+        ([-5, 0, 32767], np.int16),
+        ([0, 32768], np.int32),
+        ([-32769, 7], np.int32),
+        ([0, 1 << 40], np.int64),
+    ]:
+        narrowed = memory.narrow_ids(np.array(values, dtype=np.int64))
+        assert narrowed.dtype == dtype and narrowed.tolist() == values
+
+
 def test_one_value_view_only_for_one_value(monkeypatch) -> None:
     monkeypatch.setattr(memory, "ONE_VALUE_MIN_ROWS", 0)
     same = np.full(10, 7, dtype=np.int32)
