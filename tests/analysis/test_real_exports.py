@@ -197,3 +197,24 @@ def test_two_processes_and_a_loop_of_one_kernel_without_options() -> None:
     f = loop.analysis.frame
     assert (f["eager_kernels"] == 12).all() and (f["eager_memcpy_htod"] == 1).all()
     assert (f["busy_us"] > 0).all() and (f["busy_us"] <= f["window_us"]).all()
+
+
+def test_piecewise_cuda_graphs_without_options() -> None:
+    """vLLM's shape of a decode step (``scripts/real/piecewise_graphs.py``): one CUDA graph
+    piece per layer boundary (5 per step), eager attention between them, and a second set of
+    pieces once the batch moves to the next bucket. Zero-config finds both cycles as one step
+    kind with 5 roles; the eager work between two cycles (the sampled tokens' argmax and D2H
+    copy, the next inputs' H2D copy) is the next step's, so the first step has none of it."""
+    from specscope.analysis.auto import analyze_processes
+
+    (p,) = analyze_processes(DATA / "real/piecewise_graphs.sqlite").processes
+    assert "[1, 4, 7, 10, 13] × 20, [16, 19, 22, 25, 28] × 20" in p.choice
+    assert p.analysis.n_steps == 40 and p.analysis.trace.capture_mode is CaptureMode.GRAPH
+    f = p.analysis.frame
+    assert (f["graph_launches"] == 5).all() and (f["api_calls:cudaGraphLaunch"] == 5).all()
+    assert f["eager_kernels"].tolist() == [16] + [17] * 39  # 4 layers x 4 attention kernels
+    assert f["eager_memcpy_htod"].tolist() == [0] + [1] * 39
+    assert f["eager_memcpy_dtoh"].tolist() == [0] + [1] * 39
+    assert (f["eager_memcpy_dtod"] == 4).all()  # each attention's output into its buffer
+    for pair in ["role5->role1", "role1->role2", "role4->role5"]:
+        assert (f[f"gap_us:{pair}"].dropna() > 0).all()
