@@ -218,3 +218,22 @@ def test_piecewise_cuda_graphs_without_options() -> None:
     assert (f["eager_memcpy_dtod"] == 4).all()  # each attention's output into its buffer
     for pair in ["role5->role1", "role1->role2", "role4->role5"]:
         assert (f[f"gap_us:{pair}"].dropna() > 0).all()
+
+
+def test_graphs_replayed_from_a_worker_thread_without_options() -> None:
+    """SGLang's overlap scheduler's shape (``scripts/real/overlap_thread.py``): a worker thread
+    replays the model's CUDA graph and launches the argmax and the copies, while the main
+    thread waits for the tokens of the step before. The steps are the worker's cycle."""
+    from specscope.analysis.auto import analyze_processes
+
+    (p,) = analyze_processes(DATA / "real/overlap_thread.sqlite").processes
+    a = p.analysis
+    assert "CUDA graph launch cycle [1] × 40" in p.choice and a.n_steps == 40
+    assert a.steps.tid != a.steps.pid  # the worker, not the main thread
+    f = a.frame
+    assert (f["graph_launches"] == 1).all() and (f["api_calls:cudaGraphLaunch"] == 1).all()
+    # a step's eager work is what came before its replay: the step before's argmax and D2H copy
+    # (on a second stream), its own inputs' H2D copy
+    assert f["eager_memcpy_htod"].tolist() == [0] + [1] * 39
+    assert f["eager_memcpy_dtoh"].tolist() == [0] + [1] * 39
+    assert (f["busy_us"] <= f["window_us"]).all()
