@@ -8,7 +8,7 @@ and the argmax of the logits, copied to the host on a second stream. Main and wo
 both call CUDA; only the worker replays graphs. No NVTX. Capture and warm-up happen before
 ``cudaProfilerStart``.
 
-    nsys profile -t cuda --cuda-graph-trace=graph --capture-range=cudaProfilerApi \\
+    nsys profile -t cuda,osrt --cuda-graph-trace=graph --capture-range=cudaProfilerApi \\
         --capture-range-end=stop python scripts/real/overlap_thread.py [STEPS]
 """
 

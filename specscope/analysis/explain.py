@@ -9,8 +9,10 @@ by that gap (the step the reports draw, :func:`~specscope.analysis.summary.media
   µs inside the gap (operations sticking out of it count only their part inside);
 - when the host was late (``host_lag_us`` > 0), **where the host was** during the lag
   ``[a, L)`` (L: start of B's launch call) on the thread that launched B: the NVTX ranges
-  open then (other than the step range), with the µs of the lag each covers, and the CUDA
-  API calls that started then, per name with count and µs::
+  open then (other than the step range), with the µs of the lag each covers, the CUDA API
+  calls that started then, per name with count and µs, and where nsys traced the OS runtime
+  (``-t osrt``) the OS calls that thread was in during the lag (waits on a lock, a condition,
+  a socket: per name, the µs of the lag each covers)::
 
       CPU  launching thread  |-- draft.prepare ---------------------------|[launch B]
                                  cudaMemcpyAsync x5  cudaLaunchKernel x4
@@ -67,8 +69,10 @@ class GapStory:
     work: list[Item] = field(default_factory=list)
     phases: list[Item] = field(default_factory=list)
     api_calls: list[Item] = field(default_factory=list)
+    os_calls: list[Item] = field(default_factory=list)
     launch_call: str | None = None
     thread_has_nvtx: bool = False
+    os_traced: bool = False  # the export has the OS runtime calls (OSRT_API)
     caveats: list[str] = field(default_factory=list)
 
     @property
@@ -167,9 +171,12 @@ def _fill_details(story: GapStory, a: Analysis) -> None:
     nvtx = a.trace.nvtx
     thread = nvtx[(nvtx["pid"] == a.steps.pid) & (nvtx["tid"] == tid)]
     story.thread_has_nvtx = not thread.empty
+    story.os_traced = a.trace.has("OSRT_API")
     if launch > start:
         story.phases = host_phases(thread, start, launch, skip=a.steps.spec.step)
         story.api_calls = host_calls(mine, start, launch)
+        if story.os_traced:
+            story.os_calls = host_phases(a.trace.os_calls(a.steps.pid, tid), start, launch)
 
 
 def _items(frame: pd.DataFrame) -> list[Item]:
@@ -212,9 +219,11 @@ def gpu_work(ops: pd.DataFrame, start: float, end: float) -> list[Item]:
     return _items(pd.DataFrame({"name": labels, "us": us}))
 
 
-def host_phases(thread_nvtx: pd.DataFrame, start: float, end: float, skip: str) -> list[Item]:
-    """NVTX ranges of one thread open during ``[start, end)`` (ns), other than ``skip`` (the
-    step range): per name, how many and the µs of the interval they cover."""
+def host_phases(
+    thread_nvtx: pd.DataFrame, start: float, end: float, skip: str | None = None
+) -> list[Item]:
+    """NVTX ranges (or OS runtime calls) of one thread open during ``[start, end)`` (ns), other
+    than ``skip`` (the step range): per name, how many and the µs of the interval they cover."""
     r = thread_nvtx
     sel = (r["end_ns"].to_numpy() > start) & (r["start_ns"].to_numpy() < end)
     r = r[sel & (r["name"].astype(str).to_numpy() != skip)]
@@ -251,8 +260,16 @@ def caveats(story: GapStory) -> list[str]:
         out.append(f"{b}'s launch call was not recorded: host lag and launch latency unknown")
     elif lag > 0:
         out.append("the phases say where the host was while the GPU waited, not why it was late")
-        if not story.thread_has_nvtx:
-            out.append("no NVTX ranges on the launching thread: only its CUDA API calls are told")
+        if not story.thread_has_nvtx and story.os_traced:
+            out.append(
+                "no NVTX ranges on the launching thread: only its CUDA API and OS runtime calls "
+                "are told"
+            )
+        elif not story.thread_has_nvtx:
+            out.append(
+                "no NVTX ranges on the launching thread: only its CUDA API calls are told "
+                "(record with -t osrt too to see where it waited in the OS)"
+            )
     else:
         out.append(
             f"{b} was issued before {a} ended: its launch latency includes queueing behind "
@@ -284,6 +301,7 @@ class GapChange:
             "work": _item_changes(self.before.work, self.after.work),
             "phases": _item_changes(self.before.phases, self.after.phases),
             "api_calls": _item_changes(self.before.api_calls, self.after.api_calls),
+            "os_calls": _item_changes(self.before.os_calls, self.after.os_calls),
             "before": self.before.to_json(),
             "after": self.after.to_json(),
             "text": change_text(self),
@@ -350,10 +368,14 @@ def _who_waited(s: GapStory) -> str:
         where = "; the host was in " + ", ".join(f"{i.name} {_us(i.us)}" for i in s.phases[:3])
     elif not s.api_calls:
         where = "; the host made no CUDA API call meanwhile"
-    calls = ""
+    told = []
     if s.api_calls:
         total = sum(i.us for i in s.api_calls)
-        calls = f" (CUDA API calls {_us(total)} of it: {_list(s.api_calls, calls=True)})"
+        told.append(f"CUDA API calls {_us(total)} of it: {_list(s.api_calls, calls=True)}")
+    if s.os_calls:
+        total = sum(i.us for i in s.os_calls)
+        told.append(f"in OS runtime calls {_us(total)} of it: {_list(s.os_calls, calls=True)}")
+    calls = f" ({'; '.join(told)})" if told else ""
     return (
         f"host-bound: {b} was launched {lag:.1f} µs after {a}'s GPU work ended{where}{calls}; "
         f"launch latency {_us(latency)}{call}"
@@ -419,7 +441,14 @@ def change_text(c: GapChange) -> str:
         f"in the gap (median steps): {_changed(_item_changes(c.before.work, c.after.work))}.",
         "host during the lag (median steps): "
         f"{_changed(_item_changes(c.before.phases, c.after.phases))}; API calls: "
-        f"{_changed(_item_changes(c.before.api_calls, c.after.api_calls), calls=True)}.",
+        f"{_changed(_item_changes(c.before.api_calls, c.after.api_calls), calls=True)}"
+        + (
+            "; OS calls: "
+            f"{_changed(_item_changes(c.before.os_calls, c.after.os_calls), calls=True)}"
+            if c.before.os_traced or c.after.os_traced
+            else ""
+        )
+        + ".",
         f"bound: {b0} → {b1}.",
         "",
         f"{c.labels[0]}: " + story_text(c.before),

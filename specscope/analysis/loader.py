@@ -386,6 +386,28 @@ class Trace:
             if _VERSION_SUFFIX.sub("", v) in wanted
         }
 
+    def os_calls(self, pid: int, tid: int) -> pd.DataFrame:
+        """``name, start_ns, end_ns`` of the OS runtime calls of thread (``pid``, ``tid``) that
+        nsys traced (``-t osrt``: the ``OSRT_API`` table; by default only calls of 1 µs or
+        more), in start order; zero rows without the table. A small table (thousands of rows):
+        read by SQL when asked."""
+        cols = ["name", "start_ns", "end_ns"]
+        if not self.has("OSRT_API") or not {"start", "end", "globalTid", "nameId"} <= self.columns(
+            "OSRT_API"
+        ):
+            return pd.DataFrame(columns=cols)
+        rows = self.query(
+            "SELECT start, end, nameId FROM OSRT_API"
+            f" WHERE globalTid & {_THREAD_BITS} = ? AND start IS NOT NULL AND end >= start"
+            " ORDER BY start",
+            (pid << 24 | tid,),
+        )
+        start = unshift(np.array([r[0] for r in rows], dtype=np.int64), self.time_shift)
+        end = unshift(np.array([r[1] for r in rows], dtype=np.int64), self.time_shift)
+        strings = self.strings
+        names = [strings.get(r[2], f"<string {r[2]}>") for r in rows]
+        return pd.DataFrame({"name": names, "start_ns": start, "end_ns": end}, columns=cols)
+
     def api(self, names: Iterable[str] | None = None) -> pd.DataFrame:
         """CUDA API calls (runtime and driver), only ``names`` when given."""
         return next(self.api_chunks(names, rows=None))

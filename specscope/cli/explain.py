@@ -47,8 +47,9 @@ def explain_cmd(inputs: tuple[str, ...], gap: str | None, labels: str | None,
                 spec_args: SpecArgs, fmt: str) -> None:  # fmt: skip
     """Explain a gap between anchors in plain words: for the median step by the gap, the GPU
     idle and the work inside the gap (by kernel name and memcpy kind), whether the GPU waited
-    for the host (host lag: where the host was, its NVTX phases and CUDA API calls) or the
-    host was ahead (launch latency), and what the numbers cannot tell. Given BEFORE AFTER, the
+    for the host (host lag: where the host was, its NVTX phases and CUDA API calls, and its OS
+    runtime calls where recorded with -t osrt) or the host was ahead (launch latency), and
+    what the numbers cannot tell. Given BEFORE AFTER, the
     change between them too. Inputs: nsys exports or `specscope profile` run folders.
 
     Example: specscope explain before.sqlite after.sqlite --gap 'draft_extend.replay->draft.replay' --skip 1

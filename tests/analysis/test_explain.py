@@ -60,6 +60,70 @@ def test_host_bound_step(write_export):
     assert s.to_json()["bound"] == "host"
 
 
+def _with_os_calls(path, calls: list[tuple[str, int, int, int]]) -> None:
+    """Add an ``OSRT_API`` table (nsys ``-t osrt``) of ``calls``: (name, start, end, tid
+    offset from the launching thread's), as nsys 2025 writes it."""
+    import sqlite3
+
+    with sqlite3.connect(path) as con:
+        gtid = con.execute("SELECT globalTid FROM CUPTI_ACTIVITY_KIND_RUNTIME").fetchone()[0]
+        con.execute(
+            "CREATE TABLE OSRT_API (start INTEGER NOT NULL, end INTEGER NOT NULL, eventClass"
+            " INTEGER NOT NULL, globalTid INTEGER, nameId INTEGER NOT NULL, returnValue INTEGER"
+            " NOT NULL, nestingLevel INTEGER, callchainId INTEGER NOT NULL)"
+        )
+        base = con.execute("SELECT max(id) FROM StringIds").fetchone()[0] + 1
+        names = sorted({c[0] for c in calls})
+        con.executemany(
+            "INSERT INTO StringIds (id, value) VALUES (?, ?)",
+            [(base + i, n) for i, n in enumerate(names)],
+        )
+        con.executemany(
+            "INSERT INTO OSRT_API VALUES (?, ?, 27, ?, ?, 0, 0, 0)",
+            [(s, e, gtid + dt, base + names.index(n)) for n, s, e, dt in calls],
+        )
+
+
+def test_os_runtime_calls_during_the_lag(write_export):
+    # the launching thread blocks in poll across the lag's start (2000) and in a mutex inside
+    # it; another thread's poll and a read after B's launch (3000) are not the lag's
+    path = write_export(prep_step())
+    spec = StepSpec("step", ("A", "B"))
+    before = explain_gap(analyze(path, spec), "A->B")
+    assert not before.os_traced and before.os_calls == []
+    _with_os_calls(
+        path,
+        [
+            ("poll", 1800, 2300, 0),
+            ("pthread_mutex_lock", 2600, 2700, 0),
+            ("poll", 2000, 2900, 1),
+            ("read", 3100, 3200, 0),
+        ],
+    )
+    s = explain_gap(analyze(path, spec), "A->B")
+    assert s.os_traced
+    assert s.os_calls == [
+        Item("poll", 1, pytest.approx(0.3)),
+        Item("pthread_mutex_lock", 1, pytest.approx(0.1)),
+    ]
+    text = s.to_json()["text"]
+    assert "in OS runtime calls 0.4 µs of it: poll ×1 0.3 µs, pthread_mutex_lock ×1 0.1 µs" in text
+    assert s.numbers == before.numbers and s.api_calls == before.api_calls
+
+
+def test_os_runtime_calls_of_a_real_worker_thread():
+    """``overlap_thread.sqlite`` was recorded with ``-t cuda,osrt``: in the median step's lag
+    the worker waited for its next step on a condition (Python's ``queue.get``)."""
+    from specscope.analysis.auto import analyze_processes
+
+    (p,) = analyze_processes(testdata.DATA / "real/overlap_thread.sqlite").processes
+    s = explain_gap(p.analysis, "role1->role1")
+    assert s.os_traced and s.numbers["host_lag_us"] > 0
+    assert "pthread_cond_timedwait" in {i.name for i in s.os_calls}
+    assert "in OS runtime calls" in s.to_json()["text"]
+    assert any("CUDA API and OS runtime calls are told" in c for c in s.caveats)
+
+
 def test_gpu_bound_pair_on_real_export():
     """draft -> verify in graph mode: verify is launched long before draft ends."""
     a = analyze(KPOOL, load_preset("eagle"), AnalyzeOptions(skip=1))
