@@ -392,14 +392,13 @@ class Trace:
         more), in start order; zero rows without the table. A small table (thousands of rows):
         read by SQL when asked."""
         cols = ["name", "start_ns", "end_ns"]
-        if not self.has("OSRT_API") or not {"start", "end", "globalTid", "nameId"} <= self.columns(
-            "OSRT_API"
-        ):
+        needed = {"start", "end", "globalTid", "nameId"}
+        if not self.has("OSRT_API") or not needed <= self.columns("OSRT_API"):
             return pd.DataFrame(columns=cols)
-        rows = self.query(
+        rows = self.query(  # (a damaged row's time that is no integer: left out)
             "SELECT start, end, nameId FROM OSRT_API"
-            f" WHERE globalTid & {_THREAD_BITS} = ? AND start IS NOT NULL AND end >= start"
-            " ORDER BY start",
+            f" WHERE globalTid & {_THREAD_BITS} = ? AND typeof(start) = 'integer'"
+            " AND typeof(end) = 'integer' AND end >= start ORDER BY start",
             (pid << 24 | tid,),
         )
         start = unshift(np.array([r[0] for r in rows], dtype=np.int64), self.time_shift)
