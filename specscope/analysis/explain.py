@@ -375,6 +375,8 @@ def _who_waited(s: GapStory) -> str:
     if s.os_calls:
         total = sum(i.us for i in s.os_calls)
         told.append(f"in OS runtime calls {_us(total)} of it: {_list(s.os_calls, calls=True)}")
+    elif s.os_traced:  # (the thread ran: it did not block in a traced call)
+        told.append("no OS runtime call traced on that thread meanwhile")
     calls = f" ({'; '.join(told)})" if told else ""
     return (
         f"host-bound: {b} was launched {lag:.1f} µs after {a}'s GPU work ended{where}{calls}; "

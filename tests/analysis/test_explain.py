@@ -110,6 +110,16 @@ def test_os_runtime_calls_during_the_lag(write_export):
     text = s.to_json()["text"]
     assert "in OS runtime calls 0.4 µs of it: poll ×1 0.3 µs, pthread_mutex_lock ×1 0.1 µs" in text
     assert s.numbers == before.numbers and s.api_calls == before.api_calls
+    assert "no OS runtime call traced" not in before.to_json()["text"]  # (no table: no word)
+
+
+def test_no_os_runtime_call_during_the_lag(write_export):
+    # the table is there, but the launching thread made no traced call in the lag: it ran
+    path = write_export(prep_step())
+    _with_os_calls(path, [("poll", 3100, 3200, 0), ("poll", 2000, 2900, 1)])
+    s = explain_gap(analyze(path, StepSpec("step", ("A", "B"))), "A->B")
+    assert s.os_traced and s.os_calls == []
+    assert "no OS runtime call traced on that thread meanwhile" in s.to_json()["text"]
 
 
 def test_os_runtime_calls_of_a_real_worker_thread():
