@@ -212,9 +212,18 @@ def _kernel_pattern(trace: Trace, pid: int, thresholds: dict) -> Choice | None:
     )
 
 
-def _range_steps(trace: Trace, pid: int) -> Choice | None:
-    """(d): the NVTX ranges of ``pid`` that look most like steps."""
-    found = step_range_candidates(trace, pid, limit=1)
+def _ranges_like_steps(trace: Trace, pid: int) -> list[tuple[str, int, float]]:
+    """:func:`.projection.step_range_candidates` of ``pid``; none where they cannot be worked
+    out (a last resort and a suggestion: never the reason an analysis fails)."""
+    try:
+        return step_range_candidates(trace, pid)
+    except Exception:
+        return []
+
+
+def _range_steps(found: list[tuple[str, int, float]]) -> Choice | None:
+    """(d): the NVTX ranges that look most like steps, the first of ``found``
+    (:func:`_ranges_like_steps`)."""
     if not found:
         return None
     name, count, ops = found[0]
@@ -239,6 +248,7 @@ def choose_steps(
     graphs: Callable[[], list[ThreadGraphs]],
     min_cycles: int,
     pattern_thresholds: dict,
+    ranges: Callable[[], list[tuple[str, int, float]]],
 ) -> Iterator[Choice]:
     """The candidate step choices (a)-(d) of process ``pid``, best first (module doc), each
     worked out only when the one before it was not usable (the graph inventory and the
@@ -247,7 +257,8 @@ def choose_steps(
     ``graphs``: gives :func:`~specscope.analysis.graphs.thread_graphs` of ``trace`` (computed
     once, when first needed); ``min_cycles``: repetitions of the main graph cycle needed for
     (b); ``pattern_thresholds``: keyword arguments of :func:`.patterns.thread_step_kernel` for
-    (c)."""
+    (c); ``ranges``: gives :func:`_ranges_like_steps` of ``pid`` (computed once: (d) and the
+    hint share them)."""
     if (c := _preset_steps(trace, pid)) is not None:
         yield c
     if (trace.ops["pid"] == pid).any():
@@ -255,7 +266,7 @@ def choose_steps(
             yield c
         if (c := _kernel_pattern(trace, pid, pattern_thresholds)) is not None:
             yield c
-        if (c := _range_steps(trace, pid)) is not None:
+        if (c := _range_steps(ranges())) is not None:
             yield c
 
 
@@ -319,7 +330,8 @@ def _zero_config(
     failed = []
     thresholds = dict(thresholds)
     min_cycles = thresholds.pop("min_cycles")
-    for c in choose_steps(trace, pid, graphs, min_cycles, thresholds):
+    ranges = functools.cache(functools.partial(_ranges_like_steps, trace, pid))
+    for c in choose_steps(trace, pid, graphs, min_cycles, thresholds, ranges):
         try:
             # the default preset is a guess here: its anchors may be absent (a note, not an error)
             lenient = replace(options, require_anchors=False)
@@ -331,10 +343,10 @@ def _zero_config(
             continue
         for a in analyses:
             a.metrics.notes.extend(failed)
-        hint = c.hint + _range_hint(trace, pid) if c.spec.from_launches else c.hint
+        hint = c.hint + _range_hint(ranges()) if c.spec.from_launches else c.hint
         return [_Entry(a, c.choice, hint) for a in analyses]
     entries = _whole_capture(trace, pid, options)
-    hint = _range_hint(trace, pid) if entries else ""
+    hint = _range_hint(ranges()) if entries else ""
     for e in entries:
         e.hint += hint
         e.analysis.metrics.notes.extend(failed)
@@ -343,13 +355,9 @@ def _zero_config(
     return entries
 
 
-def _range_hint(trace: Trace, pid: int) -> str:
+def _range_hint(found: list[tuple[str, int, float]]) -> str:
     """``; NVTX ranges that look like steps: --step 'NAME' (...)`` for a zero-config choice
-    other than the preset's ranges (:func:`.projection.step_range_candidates`), else ''."""
-    try:
-        found = step_range_candidates(trace, pid)
-    except Exception:  # a suggestion only: never the reason an analysis fails
-        return ""
+    other than the preset's ranges (``found``: :func:`_ranges_like_steps`), else ''."""
     if not found:
         return ""
     text = ", ".join(f"--step '{n}' ({k} ranges, {ops:.0f} GPU ops each)" for n, k, ops in found)

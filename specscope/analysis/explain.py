@@ -438,19 +438,16 @@ def change_text(c: GapChange) -> str:
     m0, m1 = c.before.medians, c.after.medians
     nums = ", ".join(f"{_SHORT[k]} {_arrow(m0[k], m1[k])}" for k in NUMBERS)
     b0, b1 = bound(c.before.numbers["host_lag_us"]), bound(c.after.numbers["host_lag_us"])
+    host = (
+        f"{_changed(_item_changes(c.before.phases, c.after.phases))}; API calls: "
+        f"{_changed(_item_changes(c.before.api_calls, c.after.api_calls), calls=True)}"
+    )
+    if c.before.os_traced or c.after.os_traced:
+        host += f"; OS calls: {_changed(_item_changes(c.before.os_calls, c.after.os_calls), True)}"
     lines = [
         f"{a} → {b}, {c.labels[0]} → {c.labels[1]} (medians over steps): {nums}.",
         f"in the gap (median steps): {_changed(_item_changes(c.before.work, c.after.work))}.",
-        "host during the lag (median steps): "
-        f"{_changed(_item_changes(c.before.phases, c.after.phases))}; API calls: "
-        f"{_changed(_item_changes(c.before.api_calls, c.after.api_calls), calls=True)}"
-        + (
-            "; OS calls: "
-            f"{_changed(_item_changes(c.before.os_calls, c.after.os_calls), calls=True)}"
-            if c.before.os_traced or c.after.os_traced
-            else ""
-        )
-        + ".",
+        f"host during the lag (median steps): {host}.",
         f"bound: {b0} → {b1}.",
         "",
         f"{c.labels[0]}: " + story_text(c.before),

@@ -191,8 +191,13 @@ class Trace:
     @cached_property
     def time_shift(self) -> int:
         """What ``nsys export --ts-normalize``/``--ts-shift`` added to every time (ns; 0 for
-        a plain export), taken off every time read (:mod:`.timeshift`)."""
+        a plain export), taken off every time read (:meth:`_session_times`)."""
         return export_time_shift(self.meta)
+
+    def _session_times(self, *times: np.ndarray) -> list[np.ndarray]:
+        """``times`` (int64 ns arrays, as read) on the session's clock: :attr:`time_shift`
+        taken off (:func:`.timeshift.unshift`)."""
+        return [unshift(t, self.time_shift) for t in times]
 
     def has(self, table: str) -> bool:
         return table in self.tables
@@ -322,7 +327,7 @@ class Trace:
             file = self.sqlite_file or self.path
             read = self._read(lambda: read_nvtx(self.con, self._columnar, nvtx_sql(have), file))
         start, end, is_open, code, gtid, domain_id, etype, has_text, rowid = read
-        start, end = unshift(start, self.time_shift), unshift(end, self.time_shift)
+        start, end = self._session_times(start, end)
         progress.report("NVTX ranges", 1, 1)
         # Names are codes: StringIds ids, or -2 - i for the i-th distinct explicit ``text``.
         text = nvtx_text(have)
@@ -401,8 +406,9 @@ class Trace:
             " AND typeof(end) = 'integer' AND end >= start ORDER BY start",
             (pid << 24 | tid,),
         )
-        start = unshift(np.array([r[0] for r in rows], dtype=np.int64), self.time_shift)
-        end = unshift(np.array([r[1] for r in rows], dtype=np.int64), self.time_shift)
+        start, end = self._session_times(
+            *(np.array([r[i] for r in rows], dtype=np.int64) for i in (0, 1))
+        )
         strings = self.strings
         names = [strings.get(r[2], f"<string {r[2]}>") for r in rows]
         return pd.DataFrame({"name": names, "start_ns": start, "end_ns": end}, columns=cols)
@@ -456,9 +462,7 @@ class Trace:
             sql = runtime_sql(self.columns(RUNTIME))
             file = self.sqlite_file or self.path
             read = self._read(lambda: read_runtime(self.con, self._columnar, sql, file))
-        read = list(read)
-        read[0], read[1] = unshift(read[0], self.time_shift), unshift(read[1], self.time_shift)
-        return read
+        return [*self._session_times(read[0], read[1]), *read[2:]]
 
     @cached_property
     def _calls_in_id_order(self) -> bool:
@@ -489,7 +493,7 @@ class Trace:
     def ops(self) -> pd.DataFrame:
         """Every GPU operation, with the start and thread of the API call that launched it."""
         columns, execs = self._read_ops()
-        columns[0], columns[1] = (unshift(columns[i], self.time_shift) for i in (0, 1))
+        columns[0], columns[1] = self._session_times(columns[0], columns[1])
         if "capture_mode" not in self.__dict__:  # (the cached property, from this read)
             self.__dict__["capture_mode"] = self._mode_of_read(columns[8])
         execs = exec_ids(columns[8]) if execs and self.capture_mode is CaptureMode.NODE else None
@@ -644,7 +648,7 @@ class Trace:
                 ),
                 8,
             )
-            cols[0], cols[1] = unshift(cols[0], self.time_shift), unshift(cols[1], self.time_shift)
+            cols[0], cols[1] = self._session_times(cols[0], cols[1])
         elif self.capture_mode is CaptureMode.NODE:
             cols = self._launches_from_ops() or self._node_launches()
         else:
@@ -715,7 +719,7 @@ class Trace:
             )
         )
         start, end, *rest = group_launches(*cols)
-        return [unshift(start, self.time_shift), unshift(end, self.time_shift), *rest]
+        return [*self._session_times(start, end), *rest]
 
     def _graph_event_tables(self) -> tuple[str | None, str | None]:
         """(graph events table, node events table), picked by column: 2023 exports keep node
@@ -767,7 +771,7 @@ class Trace:
                 f"SELECT p, g, min(t) FROM ({' UNION ALL '.join(selects)}) GROUP BY p, g"
             )
         out = pd.DataFrame(rows, columns=["pid", "graph_id", "created_ns"], dtype="int64")
-        out["created_ns"] = unshift(out["created_ns"].to_numpy(), self.time_shift)
+        out["created_ns"] = self._session_times(out["created_ns"].to_numpy())[0]
         return out
 
 
@@ -908,20 +912,21 @@ def _id_tables(a_pid: np.ndarray, a_corr: np.ndarray, most: int = 64):
     # table: its pages are written once, then read at random)
     lows, spans, rows = [], [], []
     for p in pids:
-        if len(pids) == 1:  # (one process: every call, no copy of their ids)
-            mine, ids = np.arange(len(a_pid), dtype=row_type), a_corr
-        else:
-            mine = np.flatnonzero(a_pid == p)
-            ids = a_corr[mine]
-        lo, span = int(ids.min()), int(ids.max()) - int(ids.min()) + 1
-        if not dense(span, len(ids)):
+        # (one process: every call, no copy of their ids, and its rows made only once the ids
+        # are found dense: sparse ones, an eager export's, need no row of each call)
+        mine = None if len(pids) == 1 else np.flatnonzero(a_pid == p)
+        ids = a_corr if mine is None else a_corr[mine]
+        lo, hi = int(ids.min()), int(ids.max())
+        if not dense(hi - lo + 1, len(ids)):
             return None
         lows.append(lo)
-        spans.append(span)
+        spans.append(hi - lo + 1)
         rows.append((mine, ids))
     bases = np.concatenate([[0], np.cumsum(spans)[:-1]]).astype(np.int64)
     table = np.full(int(sum(spans)), -1, dtype=row_type)
     for base, lo, (mine, ids) in zip(bases, lows, rows, strict=True):
+        if mine is None:
+            mine = np.arange(len(a_pid), dtype=row_type)
         table[np.subtract(ids, lo - int(base), dtype=np.int64)] = mine
     if np.count_nonzero(table >= 0) != len(a_corr):  # an id twice: not exact
         return None

@@ -90,12 +90,17 @@ def one_valued(values: np.ndarray) -> bool:
     return values.strides == (0,) or values.min() == values.max()
 
 
-def increasing(values: np.ndarray) -> bool:
-    """Whether ``values`` strictly increase (each once, in order): a chunk at a time, to the
-    first that does not (no temporary of every value's: the correlation ids of 40 M calls)."""
-    for lo in range(0, len(values) - 1, CHUNK_ROWS):
-        chunk = values[lo : lo + CHUNK_ROWS + 1]
-        if not np.greater(chunk[1:], chunk[:-1]).all():
+def increasing(values: np.ndarray, strict: bool = True, rows: np.ndarray | None = None) -> bool:
+    """Whether ``values`` strictly increase (each once, in order; ``strict`` False: never
+    decrease), or ``values[rows]`` where ``rows`` are given: a chunk at a time, to the first
+    that does not (no temporary of every value's: the correlation ids of 40 M calls, the launch
+    times of 20 M eager launches)."""
+    order = np.greater if strict else np.greater_equal
+    n = len(values) if rows is None else len(rows)
+    for lo in range(0, n - 1, CHUNK_ROWS):
+        at = slice(lo, lo + CHUNK_ROWS + 1)
+        chunk = values[at] if rows is None else values[rows[at]]
+        if not order(chunk[1:], chunk[:-1]).all():
             return False
     return True
 

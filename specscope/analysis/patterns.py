@@ -42,7 +42,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from specscope.analysis.loader import KINDS, Trace
-from specscope.analysis.memory import CHUNK_ROWS, dense, few_distinct, one_valued
+from specscope.analysis.memory import CHUNK_ROWS, dense, few_distinct, increasing, one_valued
 
 
 @dataclass(frozen=True)
@@ -143,7 +143,8 @@ def _row_type(n: int) -> np.dtype:
 
 class _Gathered:
     """``values[rows]``, gathered only where indexed (``self[pos]``): the launch times of the
-    eager launches without a copy of every one (20 M launches: 160 MB)."""
+    eager launches without a copy of every one (20 M launches: 160 MB), once they are found in
+    order (:func:`.memory.increasing`)."""
 
     def __init__(self, values: np.ndarray, rows: np.ndarray):
         self.values, self.rows = values, rows
@@ -153,17 +154,6 @@ class _Gathered:
 
     def __getitem__(self, pos):
         return self.values[self.rows[pos]]
-
-
-def _ordered(values: np.ndarray, rows: np.ndarray) -> bool:
-    """Whether ``values[rows]`` never decrease, a chunk at a time (no gather of every one)."""
-    last = None
-    for lo in range(0, len(rows), CHUNK_ROWS):
-        chunk = values[rows[lo : lo + CHUNK_ROWS]]
-        if (last is not None and chunk[0] < last) or not (chunk[1:] >= chunk[:-1]).all():
-            return False
-        last = chunk[-1]
-    return True
 
 
 def _repeats(pos: np.ndarray, s1: np.ndarray, s2: np.ndarray) -> tuple[int, int, int, float]:
@@ -276,7 +266,7 @@ def find_step_kernel(trace: Trace, pid: int, **thresholds) -> StepKernel | None:
         at = None if len(tids) == 1 else np.flatnonzero(launch_tid == tid)
         rows = eager if at is None else eager[at]
         names = codes if at is None else codes[at]
-        if _ordered(api_start, rows):  # (usually in order already: GPU order)
+        if increasing(api_start, strict=False, rows=rows):  # (usually so already: GPU order)
             starts = _Gathered(api_start, rows)
         else:
             starts = api_start[rows]

@@ -284,9 +284,10 @@ def _repeats_whole(pos, s1, s2):
 def test_chunked_pattern_search_equals_the_whole_arrays(chunk, monkeypatch):
     # prefix hashes, period statistics and the order check a chunk at a time (bounded
     # temporaries at 20 M launches): the values of whole-array numpy, across chunk bounds
-    from specscope.analysis import patterns
+    from specscope.analysis import memory, patterns
 
     monkeypatch.setattr(patterns, "CHUNK_ROWS", chunk)
+    monkeypatch.setattr(memory, "CHUNK_ROWS", chunk)  # (the order check: memory.increasing)
     rng = np.random.default_rng(chunk)
     seq = np.tile(np.array([0, 1, 2, 1, 3], dtype=np.uint16), 40)
     seq[rng.integers(0, len(seq), 6)] = 4  # a few periods that differ
@@ -302,9 +303,9 @@ def test_chunked_pattern_search_equals_the_whole_arrays(chunk, monkeypatch):
             assert patterns._repeats(pos, s1, s2) == _repeats_whole(pos, s1, s2), code
     times = np.arange(100, dtype=np.float64)
     rows = np.arange(0, 100, 3, dtype=np.int32)
-    assert patterns._ordered(times, rows)
+    assert memory.increasing(times, strict=False, rows=rows)
     times[rows[5]] = times[rows[4]] - 1  # one launch out of order, at any chunk position
-    assert not patterns._ordered(times, rows)
+    assert not memory.increasing(times, strict=False, rows=rows)
     assert patterns._Gathered(times, rows)[np.array([5, 6])].tolist() == times[rows[5:7]].tolist()
 
 
