@@ -122,6 +122,37 @@ def test_no_os_runtime_call_during_the_lag(write_export):
     assert "no OS runtime call traced on that thread meanwhile" in s.to_json()["text"]
 
 
+def test_os_runtime_calls_before_and_after(write_export):
+    # before: the launching thread waits in poll during the lag; after: no traced call. The
+    # change lists poll going away; a pair without the table says nothing of OS calls
+    spec = StepSpec("step", ("A", "B"))
+    before, after = write_export(prep_step()), write_export(prep_step())
+    plain = explain_change(analyze(before, spec), analyze(after, spec), "A->B")
+    assert "OS calls" not in plain.to_json()["text"] and plain.to_json()["os_calls"] == []
+    _with_os_calls(before, [("poll", 2000, 2600, 0)])
+    _with_os_calls(after, [("poll", 3100, 3200, 0)])
+    c = explain_change(analyze(before, spec), analyze(after, spec), "A->B")
+    data = c.to_json()
+    assert data["os_calls"] == [
+        {"name": "poll", "before_count": 1, "after_count": 0, "before_us": 0.6, "after_us": 0.0}
+    ]
+    assert "; OS calls: poll ×1 → ×0 (0.6 → 0.0 µs)." in data["text"]
+
+
+def test_os_runtime_calls_of_an_nsys_2023_export():
+    # nsys 2023.4 writes OSRT_API with the same columns: every row of a thread, in start order
+    from specscope.analysis.loader import load
+
+    trace = load(testdata.DATA / "cpu_eagle_2023.sqlite")
+    gtid, n = trace.query(
+        "SELECT globalTid, count(*) AS n FROM OSRT_API GROUP BY globalTid ORDER BY n DESC"
+    )[0]
+    calls = trace.os_calls((gtid >> 24) & 0xFFFFFF, gtid & 0xFFFFFF)
+    assert len(calls) == n and calls["start_ns"].is_monotonic_increasing
+    assert (calls["end_ns"] >= calls["start_ns"]).all()
+    assert "pthread_cond_signal" in set(calls["name"])
+
+
 def test_os_runtime_calls_of_a_real_worker_thread():
     """``overlap_thread.sqlite`` was recorded with ``-t cuda,osrt``: in the median step's lag
     the worker waited for its next step on a condition (Python's ``queue.get``)."""
