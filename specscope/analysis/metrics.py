@@ -56,6 +56,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from specscope.analysis import opsums
 from specscope.analysis.catalog import API_CALLS, gpu_metrics, unit  # noqa: F401 (unit: re-exported)
 from specscope.analysis.coverage import coverage_beside, ops_coverage
 from specscope.analysis.loader import (
@@ -262,11 +263,13 @@ def _first_last(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Per group 0..n-1: the first ``start`` and the last ``end`` of its rows, as float64 (NaN:
     no rows). Rows of group -1 belong to none."""
-    # one more slot at the end, where group -1 lands (index -1): no filtered copies
-    first = np.full(n + 1, np.iinfo(np.int64).max, dtype=np.int64)
-    last = np.full(n + 1, np.iinfo(np.int64).min, dtype=np.int64)
-    np.minimum.at(first, group, start)
-    np.maximum.at(last, group, end)
+    if (fast := opsums.first_last(group, n, start, end)) is not None:
+        first, last = fast  # (one C loop: opsums.py; what follows is its reference)
+    else:  # one more slot at the end, where group -1 lands (index -1): no filtered copies
+        first = np.full(n + 1, np.iinfo(np.int64).max, dtype=np.int64)
+        last = np.full(n + 1, np.iinfo(np.int64).min, dtype=np.int64)
+        np.minimum.at(first, group, start)
+        np.maximum.at(last, group, end)
     empty = last[:n] == np.iinfo(np.int64).min  # no row: the last end was never raised
     first, last = first[:n].astype(np.float64), last[:n].astype(np.float64)
     first[empty] = last[empty] = np.nan
@@ -326,8 +329,11 @@ def _class_counts(steps: Steps, patterns: list[str]) -> dict:
     for p in patterns:
         sums[f"kernels:{p}"] = np.zeros(len(kept), dtype=np.int64)
         sums[f"kernel_us:{p}"] = np.zeros(len(kept))
-    launches = []
     matching = {p: _matching_codes(ops, p) for p in patterns}  # (a bool per op: per chunk)
+    columns = (step, where, kind, in_graph, copy, nbytes, corr, start, end)
+    if (fast := _class_counts_c(ops, len(kept), columns, matching)) is not None:
+        return fast  # (the C loops: opsums.py; what follows is their reference)
+    launches = []
     for lo in range(0, len(ops), CHUNK_ROWS):
         rows = slice(lo, lo + CHUNK_ROWS)
         pos = where[step[rows]]
@@ -370,6 +376,32 @@ def _class_counts(steps: Steps, patterns: list[str]) -> dict:
     sums["launches"] = tuple(
         np.concatenate([p[i] for p in launches] or [np.zeros(0, dtype=np.int64)]) for i in range(2)
     )
+    return sums
+
+
+def _class_counts_c(ops: pd.DataFrame, n_kept: int, columns: tuple, matching: dict) -> dict | None:
+    """:func:`_class_counts` by the C loops of :mod:`.opsums`, or None where they cannot run
+    (the reference then runs)."""
+    step, where, kind, in_graph, copy, nbytes, corr, start, end = columns
+    n_copy = len(COPY_KINDS) + 1
+    memcpy, unified = KINDS.index("memcpy"), COPY_KINDS.index("unified")
+    counts = opsums.class_counts(step, where, kind, len(KINDS), in_graph, copy, n_copy, nbytes,
+                                 corr, memcpy, unified, n_kept)  # fmt: skip
+    if counts is None:
+        return None
+    by_class, eager, launch_pos, launch_corr = counts
+    sums = {"eager_bytes": eager}
+    names = tuple(ops[c].array.codes for c in ("name", "full_name"))
+    for p, by_code in matching.items():
+        tables = (by_code["name"][:-1], by_code["full_name"][:-1])  # (without code -1's entry)
+        got = opsums.pattern_sums(
+            step, where, kind, KINDS.index("kernel"), names, tables, start, end, n_kept
+        )
+        if got is None:
+            return None
+        sums[f"kernels:{p}"], sums[f"kernel_us:{p}"] = got
+    sums["by_class"] = by_class.reshape(n_kept, len(KINDS), 2, n_copy)
+    sums["launches"] = (launch_pos, launch_corr)
     return sums
 
 

@@ -1,4 +1,4 @@
-"""The page scan's C fast path (``pagescan.c``): compiled on first use, cached, loaded by ctypes.
+"""The C fast paths (``pagescan.c``, ``opsums.c``): compiled on first use, cached, loaded by ctypes.
 
 The numpy decoding of :mod:`.pagescan` spends most of its time gathering values (one fancy
 index per column of every record); the C loop of ``pagescan.c`` reads the same cells in one
@@ -7,7 +7,8 @@ pass, 2-3x faster (the 2 M GPU operations of ``ops2m`` on one core: 0.10-0.13 s 
 go of the GIL during the call, so the read's threads run it in parallel as they do numpy. It
 decodes only the usual case (its header says which); for any other chunk it says so and the
 numpy decoder, the reference, takes the chunk: results never differ
-(``tests/analysis/test_pagescan_native.py``).
+(``tests/analysis/test_pagescan_native.py``). ``opsums.c`` holds the per-step sums of the
+metrics in one C loop each (:mod:`.opsums`, with their numpy references).
 
 How it is built, each rule for a reason:
 
@@ -42,6 +43,7 @@ from pathlib import Path
 import numpy as np
 
 SOURCE = Path(__file__).with_name("pagescan.c")
+OPSUMS = Path(__file__).with_name("opsums.c")
 COMPILE_TIMEOUT_S = 20  # (gcc takes 0.1-0.3 s: a compiler that hangs is given up)
 _LOCK = threading.Lock()  # (the read's threads ask at once; one compiles)
 _I64 = ctypes.POINTER(ctypes.c_int64)
@@ -69,36 +71,49 @@ def library():
 
 def describe() -> tuple[object | None, str]:
     """(:func:`library`, what it is): the compiled file's path, or why there is none."""
-    if not enabled():
-        return None, "turned off (SPECSCOPE_NATIVE=0)"
-    with _LOCK:
-        return _library(cache_dir(), os.environ.get("CC", "cc"))
-
-
-@functools.cache
-def _library(where: Path, cc: str) -> tuple[object | None, str]:
-    compiler = shlex.split(cc)
-    if not compiler or shutil.which(compiler[0]) is None:
-        return None, f"no C compiler {cc!r} on PATH"
+    lib, what = built(SOURCE)
+    if lib is None:
+        return None, what
     try:
-        source = SOURCE.read_bytes()  # (a package installed without it: numpy only)
-        key = hashlib.sha256(
-            b"\0".join([source, " ".join(compiler).encode(), platform.machine().encode()])
-        ).hexdigest()[:16]
-        built = where / f"pagescan-{key}.so"
-        if not built.exists():
-            _compile(compiler, built)
-        if not _own(built):
-            return None, f"{built} is not this user's own, or others may write it"
-        fn = ctypes.CDLL(str(built)).decode_leaves
-    except subprocess.CalledProcessError as e:
-        return None, f"{cc} failed on {SOURCE.name}: {_last_line(e.stderr)}"
-    except (OSError, AttributeError, subprocess.SubprocessError) as e:
+        fn = lib.decode_leaves
+    except AttributeError as e:
         return None, str(e)
     fn.restype = ctypes.c_int64
     fn.argtypes = [_U8, _I64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64]
     fn.argtypes += [ctypes.c_int64, _I64, _U8, ctypes.c_int64, _I64, _U8, _I64, _I64]
-    return fn, str(built)
+    return fn, what
+
+
+def built(source: Path) -> tuple[ctypes.CDLL | None, str]:
+    """(the compiled ``source``, loaded, or None; its path, or why there is none): built once
+    per source, compiler and machine, as the module doc says."""
+    if not enabled():
+        return None, "turned off (SPECSCOPE_NATIVE=0)"
+    with _LOCK:
+        return _library(cache_dir(), os.environ.get("CC", "cc"), source)
+
+
+@functools.cache
+def _library(where: Path, cc: str, source_path: Path) -> tuple[ctypes.CDLL | None, str]:
+    compiler = shlex.split(cc)
+    if not compiler or shutil.which(compiler[0]) is None:
+        return None, f"no C compiler {cc!r} on PATH"
+    try:
+        source = source_path.read_bytes()  # (a package installed without it: numpy only)
+        key = hashlib.sha256(
+            b"\0".join([source, " ".join(compiler).encode(), platform.machine().encode()])
+        ).hexdigest()[:16]
+        built = where / f"{source_path.stem}-{key}.so"
+        if not built.exists():
+            _compile(compiler, source_path, built)
+        if not _own(built):
+            return None, f"{built} is not this user's own, or others may write it"
+        lib = ctypes.CDLL(str(built))
+    except subprocess.CalledProcessError as e:
+        return None, f"{cc} failed on {source_path.name}: {_last_line(e.stderr)}"
+    except (OSError, subprocess.SubprocessError) as e:
+        return None, str(e)
+    return lib, str(built)
 
 
 def _last_line(err: bytes | None) -> str:
@@ -113,14 +128,14 @@ def _own(built: Path) -> bool:
     return st.st_uid == os.getuid() and not st.st_mode & 0o022
 
 
-def _compile(compiler: list[str], built: Path) -> None:
-    """Compile :data:`SOURCE` into ``built`` (a temporary file renamed into place)."""
+def _compile(compiler: list[str], source: Path, built: Path) -> None:
+    """Compile ``source`` into ``built`` (a temporary file renamed into place)."""
     built.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=built.stem, suffix=".tmp", dir=built.parent)
     os.close(fd)
     try:
         subprocess.run(
-            [*compiler, "-O2", "-shared", "-fPIC", "-o", tmp, str(SOURCE)],
+            [*compiler, "-O2", "-shared", "-fPIC", "-o", tmp, str(source)],
             check=True,
             capture_output=True,
             timeout=COMPILE_TIMEOUT_S,

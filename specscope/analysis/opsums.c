@@ -1,0 +1,128 @@
+/* One pass over the GPU operations for the per-step sums of specscope.analysis.metrics and
+   specscope.analysis.gaps, where numpy makes a dozen (a temporary per operation each).
+
+   Each function is the C loop of a numpy reference that stays in Python beside its caller
+   (specscope.analysis.opsums says which), with the same results to the bit: integer sums are
+   kept as integers, float sums add whole numbers (exact below 2**53), and every choice
+   between rows is the one the reference makes. An index outside the range the reference
+   expects (a group below -1 or past the end, a code past its table) returns -1 before
+   anything is trusted, and the caller runs the reference, which fails or not as before.
+
+   Integer columns come as they are stored (int8, int16, int32 or int64: `w` is the width in
+   bytes), so that nothing of the operations' size is converted first. Built by
+   specscope.analysis.native with the system's C compiler; no Python API is used (numpy
+   buffers through ctypes, which lets go of the GIL during the call). */
+
+#include <math.h>
+#include <stdint.h>
+
+static inline int64_t at(const void *p, int w, int64_t i) {
+    switch (w) {
+    case 1: return ((const int8_t *)p)[i];
+    case 2: return ((const int16_t *)p)[i];
+    case 4: return ((const int32_t *)p)[i];
+    default: return ((const int64_t *)p)[i];
+    }
+}
+
+/* A step number's entry of `where` (n_where entries, the last one for step -1). */
+static inline int position(const int64_t *where, int64_t n_where, int64_t step, int64_t *pos) {
+    if (step < -1 || step >= n_where - 1) return 0;
+    *pos = where[step < 0 ? n_where - 1 : step];
+    return 1;
+}
+
+/* metrics._first_last: per group the least start and the greatest end of its rows; group -1
+   goes to the last slot. first and last hold n_groups + 1 entries, INT64_MAX and INT64_MIN. */
+int64_t first_last(int64_t n, const void *group, int gw, int64_t n_groups, const int64_t *start,
+                   const int64_t *end, int64_t *first, int64_t *last) {
+    for (int64_t i = 0; i < n; i++) {
+        int64_t g = at(group, gw, i);
+        if (g < -1 || g >= n_groups) return -1;
+        if (g < 0) g = n_groups;
+        if (start[i] < first[g]) first[g] = start[i];
+        if (end[i] > last[g]) last[g] = end[i];
+    }
+    return 0;
+}
+
+/* metrics._class_counts without the patterns: ops per (kept step, class), class = (kind *
+   2 + in_graph) * n_copy + copy + 1; eager copy bytes per kept step; and the (kept step,
+   correlation id) of the graph operations of kept steps, consecutive repeats dropped, into
+   launch_pos and launch_corr (n entries each). Returns how many launches, or -1. */
+int64_t class_counts(int64_t n, const void *step, int sw, const int64_t *where, int64_t n_where,
+                     const int8_t *kind, int64_t n_kind, const uint8_t *in_graph,
+                     const int8_t *copy, const void *nbytes, int bw, const void *corr, int cw,
+                     int64_t n_copy, int64_t memcpy_kind, int64_t unified, int64_t *by_class,
+                     double *eager_bytes, int64_t *launch_pos, int64_t *launch_corr) {
+    int64_t n_class = n_kind * 2 * n_copy, launches = 0, pos;
+    for (int64_t i = 0; i < n; i++) {
+        if (!position(where, n_where, at(step, sw, i), &pos)) return -1;
+        int64_t k = kind[i], c = copy[i], g = in_graph[i] != 0;
+        if (k < 0 || k >= n_kind || c < -1 || c + 1 >= n_copy) return -1;
+        if (pos < 0) continue;
+        by_class[pos * n_class + (k * 2 + g) * n_copy + c + 1] += 1;
+        if (k == memcpy_kind && !g && c != unified) eager_bytes[pos] += (double)at(nbytes, bw, i);
+        if (g) {
+            int64_t id = at(corr, cw, i);
+            if (!launches || launch_pos[launches - 1] != pos || launch_corr[launches - 1] != id) {
+                launch_pos[launches] = pos;
+                launch_corr[launches] = id;
+                launches++;
+            }
+        }
+    }
+    return launches;
+}
+
+/* The kernels:P and kernel_us:P sums of metrics._class_counts for one pattern: kernels of
+   kept steps whose short or full name code matches (name_ok, full_ok: a flag per code; code
+   -1, no name, matches nothing), counted and their durations added (ns) per kept step. */
+int64_t pattern_sums(int64_t n, const void *step, int sw, const int64_t *where, int64_t n_where,
+                     const int8_t *kind, int64_t kernel_kind, const void *name, int nw,
+                     const uint8_t *name_ok, int64_t n_name, const void *full, int fw,
+                     const uint8_t *full_ok, int64_t n_full, const int64_t *start,
+                     const int64_t *end, int64_t *count, double *ns) {
+    int64_t pos;
+    for (int64_t i = 0; i < n; i++) {
+        if (!position(where, n_where, at(step, sw, i), &pos)) return -1;
+        int64_t a = at(name, nw, i), b = at(full, fw, i);
+        if (a < -1 || a >= n_name || b < -1 || b >= n_full) return -1;
+        if (pos < 0 || kind[i] != kernel_kind) continue;
+        if ((a >= 0 && name_ok[a]) || (b >= 0 && full_ok[b])) {
+            count[pos] += 1;
+            ns[pos] += (double)(end[i] - start[i]);
+        }
+    }
+    return 0;
+}
+
+/* gaps.anchor_extents: per anchor instance its first start, last end, and the row of its
+   head: of the rows starting first, the one whose call started first (no call, NaN, last),
+   then the first in trace order. head holds -1 for an instance without rows. */
+int64_t anchor_heads(int64_t n, const void *anchor, int aw, int64_t n_inst, const int64_t *start,
+                     const int64_t *end, const double *api, int64_t *first, int64_t *last,
+                     int64_t *head) {
+    for (int64_t i = 0; i < n; i++) {
+        int64_t g = at(anchor, aw, i);
+        if (g < 0) continue;
+        if (g >= n_inst) return -1;
+        int64_t h = head[g];
+        if (h < 0) {
+            first[g] = start[i];
+            last[g] = end[i];
+            head[g] = i;
+            continue;
+        }
+        if (end[i] > last[g]) last[g] = end[i];
+        if (start[i] < first[g]) {
+            first[g] = start[i];
+            head[g] = i;
+        } else if (start[i] == first[g]) {
+            double mine = isnan(api[i]) ? INFINITY : api[i];
+            double theirs = isnan(api[h]) ? INFINITY : api[h];
+            if (mine < theirs) head[g] = i;
+        }
+    }
+    return 0;
+}

@@ -1,0 +1,198 @@
+"""The per-step sums over GPU operations in one C loop each (``opsums.c``), where it is built.
+
+The window, count and gap metrics reduce the operations by step or anchor instance: first
+start and last end per step (:func:`.metrics._first_last`), ops per step and class
+(:func:`.metrics._class_counts`), the head operation of each anchor instance
+(:func:`.gaps.anchor_extents`). In numpy each is a dozen passes over the operations, with a
+temporary per operation each and ``ufunc.at`` (slow scattered updates); the C loops make one
+pass (2 M GPU ops: 0.06 s of class counts and 0.02 s of ``_first_last`` on one core became a
+few ms each: ``bench/README.md``).
+
+Each function here returns None where the C loop cannot be used: :mod:`.native` did not build
+it (no compiler, ``SPECSCOPE_NATIVE=0``), a column is not a contiguous array of the dtypes the
+loop reads, or the loop met a value outside the range its reference handles. The caller then
+runs its numpy code, the reference, which stays beside it; the results are the same to the bit
+(``tests/analysis/test_opsums.py`` compares them on random and real operations).
+"""
+
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+
+from specscope.analysis import native
+from specscope.analysis.memory import CHUNK_ROWS
+
+_P = ctypes.c_void_p
+_I = ctypes.c_int64
+_W = ctypes.c_int
+_SIGNATURES = {
+    "first_last": [_I, _P, _W, _I, _P, _P, _P, _P],
+    "class_counts": [_I, _P, _W, _P, _I, _P, _I, _P, _P, _P, _W, _P, _W, _I, _I, _I]
+    + [_P, _P, _P, _P],
+    "pattern_sums": [_I, _P, _W, _P, _I, _P, _I, _P, _W, _P, _I, _P, _W, _P, _I, _P, _P, _P, _P],
+    "anchor_heads": [_I, _P, _W, _I, _P, _P, _P, _P, _P, _P],
+}
+
+
+def _function(name: str):
+    """The C function ``name`` of ``opsums.c``, typed, or None (not built)."""
+    lib, _ = native.built(native.OPSUMS)
+    if lib is None:
+        return None
+    try:
+        fn = getattr(lib, name)
+    except AttributeError:
+        return None
+    fn.restype = ctypes.c_int64
+    fn.argtypes = _SIGNATURES[name]
+    return fn
+
+
+def _ints(*columns: np.ndarray) -> bool:
+    """Whether each is a contiguous integer array of 1, 2, 4 or 8 bytes (what ``at`` reads)."""
+    return all(
+        isinstance(c, np.ndarray)
+        and c.dtype.kind == "i"
+        and c.dtype.itemsize in (1, 2, 4, 8)
+        and c.flags.c_contiguous
+        for c in columns
+    )
+
+
+def _exact(a: np.ndarray, dtype) -> bool:
+    return isinstance(a, np.ndarray) and a.dtype == dtype and a.flags.c_contiguous
+
+
+def _p(a: np.ndarray) -> int:
+    return a.ctypes.data
+
+
+def _at(a: np.ndarray, row: int) -> int:
+    """The address of ``a[row]`` (a contiguous array)."""
+    return a.ctypes.data + row * a.dtype.itemsize
+
+
+def first_last(
+    group: np.ndarray, n: int, start: np.ndarray, end: np.ndarray
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """Per group 0..n-1 (and one slot more, for group -1) the least ``start`` and the greatest
+    ``end`` (int64; ``INT64_MAX``/``INT64_MIN`` where there is no row), as the reference's
+    ``minimum.at``/``maximum.at`` leave them; or None."""
+    fn = _function("first_last")
+    if fn is None or not (_ints(group) and _exact(start, np.int64) and _exact(end, np.int64)):
+        return None
+    first = np.full(n + 1, np.iinfo(np.int64).max, dtype=np.int64)
+    last = np.full(n + 1, np.iinfo(np.int64).min, dtype=np.int64)
+    w = group.dtype.itemsize
+    if fn(len(group), _p(group), w, n, _p(start), _p(end), _p(first), _p(last)) < 0:
+        return None
+    return first, last
+
+
+def class_counts(
+    step: np.ndarray,
+    where: np.ndarray,
+    kind: np.ndarray,
+    n_kind: int,
+    in_graph: np.ndarray,
+    copy: np.ndarray,
+    n_copy: int,
+    nbytes: np.ndarray,
+    corr: np.ndarray,
+    memcpy_kind: int,
+    unified: int,
+    n_kept: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+    """Of :func:`.metrics._class_counts`: ``by_class`` (flat, ``n_kept * n_class``), the eager
+    copy bytes per kept step, and the (kept step, correlation id) of the graph operations with
+    consecutive repeats dropped; or None. ``where``: :func:`.steps.kept_position`; ``kind`` and
+    ``copy`` int8 codes, ``in_graph`` bool."""
+    fn = _function("class_counts")
+    if fn is None or not (
+        _ints(step, nbytes, corr)
+        and _exact(where, np.int64)
+        and _exact(kind, np.int8)
+        and _exact(copy, np.int8)
+        and _exact(in_graph, np.bool_)
+    ):
+        return None
+    by_class = np.zeros(n_kept * n_kind * 2 * n_copy, dtype=np.int64)
+    eager = np.zeros(n_kept)
+    # the launches of CHUNK_ROWS operations at a time (as the reference takes them, so that the
+    # same repeats are dropped), into buffers of that size: nothing of the operations' size
+    buffers = np.empty(CHUNK_ROWS, dtype=np.int64), np.empty(CHUNK_ROWS, dtype=np.int64)
+    launches: list[tuple[np.ndarray, np.ndarray]] = []
+    for lo in range(0, len(step), CHUNK_ROWS):
+        n = min(CHUNK_ROWS, len(step) - lo)
+        got = fn(
+            n, _at(step, lo), step.dtype.itemsize, _p(where), len(where),
+            _at(kind, lo), n_kind, _at(in_graph, lo), _at(copy, lo),
+            _at(nbytes, lo), nbytes.dtype.itemsize, _at(corr, lo), corr.dtype.itemsize,
+            n_copy, memcpy_kind, unified, _p(by_class), _p(eager), *map(_p, buffers),
+        )  # fmt: skip
+        if got < 0:
+            return None
+        launches.append((buffers[0][:got].copy(), buffers[1][:got].astype(corr.dtype)))
+    pos, ids = (np.concatenate([p[i] for p in launches] or [np.zeros(0, np.int64)]) for i in (0, 1))
+    return by_class, eager, pos, ids
+
+
+def pattern_sums(
+    step: np.ndarray,
+    where: np.ndarray,
+    kind: np.ndarray,
+    kernel_kind: int,
+    names: tuple[np.ndarray, np.ndarray],
+    matching: tuple[np.ndarray, np.ndarray],
+    start: np.ndarray,
+    end: np.ndarray,
+    n_kept: int,
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """``kernels:P`` (int64) and ``kernel_us:P`` (ns, float64) per kept step for one pattern:
+    ``names`` the short and full name codes of each operation, ``matching`` whether each code
+    matches (the reference's tables, whose extra last entry, for code -1, is left out here);
+    or None."""
+    fn = _function("pattern_sums")
+    (name, full), (name_ok, full_ok) = names, matching
+    if fn is None or not (
+        _ints(step, name, full)
+        and _exact(where, np.int64)
+        and _exact(kind, np.int8)
+        and _exact(name_ok, np.bool_)
+        and _exact(full_ok, np.bool_)
+        and _exact(start, np.int64)
+        and _exact(end, np.int64)
+    ):
+        return None
+    count, ns = np.zeros(n_kept, dtype=np.int64), np.zeros(n_kept)
+    got = fn(
+        len(step), _p(step), step.dtype.itemsize, _p(where), len(where), _p(kind), kernel_kind,
+        _p(name), name.dtype.itemsize, _p(name_ok), len(name_ok),
+        _p(full), full.dtype.itemsize, _p(full_ok), len(full_ok),
+        _p(start), _p(end), _p(count), _p(ns),
+    )  # fmt: skip
+    return None if got < 0 else (count, ns)
+
+
+def anchor_heads(
+    anchor: np.ndarray, n: int, start: np.ndarray, end: np.ndarray, api: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """Per anchor instance 0..n-1: first start, last end (int64) and its head row (-1: no
+    rows), as :func:`.gaps.anchor_extents` chooses it; or None."""
+    fn = _function("anchor_heads")
+    if fn is None or not (
+        _ints(anchor)
+        and _exact(start, np.int64)
+        and _exact(end, np.int64)
+        and _exact(api, np.float64)
+    ):
+        return None
+    first, last = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
+    head = np.full(n, -1, dtype=np.int64)
+    got = fn(
+        len(anchor), _p(anchor), anchor.dtype.itemsize, n, _p(start), _p(end), _p(api),
+        _p(first), _p(last), _p(head),
+    )  # fmt: skip
+    return None if got < 0 else (first, last, head)

@@ -1,0 +1,204 @@
+"""The C loops of specscope.analysis.opsums against their numpy references (the code beside
+each caller, which runs where the loops cannot): the per-step sums of random operations (steps
+out of order and missing, every kind and copy kind, names matching or not, ties of starts and
+calls, NaN calls, int8 to int64 columns, more than one chunk of rows) and of the committed
+exports, the same to the bit; values outside a reference's range are left to it."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from specscope.analysis import gaps, metrics, native, opsums
+from specscope.analysis.loader import COPY_KINDS, KINDS
+from specscope.analysis.memory import CHUNK_ROWS
+from specscope.analysis.spec import StepSpec
+from specscope.analysis.steps import Steps
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """The compiled loops, in a cache of this module's own (skipped without a compiler)."""
+    cache = tmp_path_factory.mktemp("native-cache")
+    old = os.environ.get("SPECSCOPE_CACHE")
+    os.environ["SPECSCOPE_CACHE"] = str(cache)
+    try:
+        if native.built(native.OPSUMS)[0] is None:
+            pytest.skip("no C compiler here: the sums stay in numpy")
+        yield
+    finally:
+        if old is None:
+            del os.environ["SPECSCOPE_CACHE"]
+        else:
+            os.environ["SPECSCOPE_CACHE"] = old
+
+
+def _reference(monkeypatch, fn, *args):
+    """``fn(*args)`` with the C loops turned off (the numpy reference)."""
+    with monkeypatch.context() as m:
+        m.setenv("SPECSCOPE_NATIVE", "0")
+        assert native.built(native.OPSUMS)[0] is None
+        return fn(*args)
+
+
+def _random_steps(rng, n: int, n_steps: int, step_dtype, sorted_steps: bool) -> Steps:
+    """Operations of every kind over ``n_steps`` steps (some kept), with some outside any
+    step (-1) and anchors of instances in trace order or not."""
+    step = rng.integers(-1, n_steps, n)
+    if sorted_steps:
+        step.sort()
+    kind = rng.integers(0, len(KINDS), n).astype(np.int8)
+    copy = np.where(kind == KINDS.index("memcpy"), rng.integers(0, len(COPY_KINDS), n), -1)
+    names = ["fused_metadata_copy", "gemm_a", "gemm_b", "flash_fwd", "copy_kernel"]
+    name = rng.integers(-1, len(names), n)
+    full = rng.integers(-1, len(names), n)
+    start = rng.integers(0, max(10, n // 20), n) * 10  # (coarse: many ties of starts)
+    api = (start - rng.integers(0, 3, n) * 100).astype(np.float64)
+    api[rng.random(n) < 0.2] = np.nan
+    n_anchors = max(1, n_steps * 3)
+    anchor = rng.integers(-1, n_anchors, n)
+    if sorted_steps:
+        anchor.sort()
+    ops = pd.DataFrame(
+        {
+            "start_ns": start,
+            "end_ns": start + rng.integers(0, 5_000, n),
+            "correlation_id": rng.integers(0, 300, n).astype(np.int32),
+            "name": pd.Categorical.from_codes(name, names),
+            "full_name": pd.Categorical.from_codes(full, [f"void {x}()" for x in names]),
+            "kind": pd.Categorical.from_codes(kind, KINDS),
+            "in_graph": rng.random(n) < 0.5,
+            "copy_kind": pd.Categorical.from_codes(copy, COPY_KINDS),
+            "bytes": rng.integers(0, 1 << 20, n).astype(np.int32),
+            "api_start_ns": api,
+            "api_tid": rng.integers(1, 4, n).astype(np.int32),
+            "step": step.astype(step_dtype),
+            "anchor": anchor.astype(step_dtype),
+        }
+    )
+    all_steps = pd.DataFrame({"step": np.arange(n_steps)})
+    kept = np.sort(rng.choice(n_steps, max(1, n_steps * 2 // 3), replace=False))
+    anchors = pd.DataFrame({"start_ns": np.arange(n_anchors), "end_ns": np.arange(n_anchors)})
+    spec = StepSpec(step="step", anchors=("a", "b", "c"))
+    return Steps(spec, 1, 1, 0, all_steps, kept, anchors, ops)
+
+
+def _same_sums(got: dict, want: dict) -> None:
+    assert got.keys() == want.keys()
+    for key in got:
+        if key == "launches":  # (the same launches per step: what the count is made of)
+            n = int(max([0, *(int(p.max()) + 1 for p in (got[key][0], want[key][0]) if len(p))]))
+            assert np.array_equal(
+                metrics._distinct_per_step(*got[key], n), metrics._distinct_per_step(*want[key], n)
+            )
+            assert got[key][1].dtype == want[key][1].dtype
+        else:
+            assert got[key].dtype == want[key].dtype, key
+            assert np.array_equal(got[key], want[key]), key
+
+
+CASES = [  # (operations, steps, dtype of step and anchor, steps in trace order)
+    (1, 1, np.int32, True),
+    (5_000, 40, np.int32, False),
+    (5_000, 40, np.int64, True),
+    (CHUNK_ROWS + 12_345, 300, np.int32, True),  # (more than one chunk)
+    (20_000, 3, np.int16, False),
+]
+
+
+@pytest.mark.parametrize("n,n_steps,dtype,in_order", CASES)
+def test_random_operations_sum_alike(built, monkeypatch, n, n_steps, dtype, in_order):
+    rng = np.random.default_rng(n + n_steps)
+    steps = _random_steps(rng, n, n_steps, dtype, in_order)
+    patterns = ["metadata", "gemm_[ab]", "void flash", "no such kernel"]
+    got = metrics._class_counts(steps, patterns)
+    want = _reference(monkeypatch, metrics._class_counts, steps, patterns)
+    _same_sums(got, want)
+
+    ops = steps.ops
+    group, times = ops["step"].to_numpy(), (ops["start_ns"].to_numpy(), ops["end_ns"].to_numpy())
+    first_last = metrics._first_last(group, n_steps, *times)
+    want_fl = _reference(monkeypatch, metrics._first_last, group, n_steps, *times)
+    for a, b in zip(first_last, want_fl, strict=True):
+        assert np.array_equal(a, b, equal_nan=True)
+
+    extents = gaps.anchor_extents(steps)
+    pd.testing.assert_frame_equal(extents, _reference(monkeypatch, gaps.anchor_extents, steps))
+
+
+def test_the_loops_do_run(built):
+    """(The comparisons above compare something: each loop answers here.)"""
+    steps = _random_steps(np.random.default_rng(1), 1000, 10, np.int32, True)
+    ops = steps.ops
+    step, times = ops["step"].to_numpy(), (ops["start_ns"].to_numpy(), ops["end_ns"].to_numpy())
+    assert opsums.first_last(step, 10, *times) is not None
+    assert opsums.anchor_heads(step, 10, *times, ops["api_start_ns"].to_numpy()) is not None
+    assert metrics._class_counts_c(ops, len(steps.kept), _columns(steps), {}) is not None
+
+
+def _columns(steps: Steps) -> tuple:
+    ops = steps.ops
+    return (
+        ops["step"].to_numpy(),
+        metrics.kept_position(steps),
+        ops["kind"].array.codes,
+        ops["in_graph"].to_numpy(),
+        ops["copy_kind"].array.codes,
+        ops["bytes"].to_numpy(),
+        ops["correlation_id"].to_numpy(),
+        ops["start_ns"].to_numpy(),
+        ops["end_ns"].to_numpy(),
+    )
+
+
+def test_values_outside_the_references_range_are_left_to_them(built, monkeypatch):
+    start = np.arange(4, dtype=np.int64)
+    # a group below -1 (numpy would index from the end) or past the end
+    assert opsums.first_last(np.array([0, -2, 1, 0], np.int32), 3, start, start) is None
+    assert opsums.first_last(np.array([0, 3, 1, 0], np.int32), 3, start, start) is None
+    api = start.astype(np.float64)
+    assert opsums.anchor_heads(np.array([0, 5, 1, 0]), 3, start, start, api) is None
+    # columns of another type (floats, a view with a stride): the reference takes them
+    assert opsums.first_last(np.zeros(4), 3, start, start) is None
+    assert opsums.first_last(np.zeros(8, np.int64)[::2], 3, start, start) is None
+    assert opsums.first_last(np.zeros(4, np.int64), 3, start.astype(np.int32), start) is None
+    # a step past the steps: IndexError from the reference, as before the loops
+    steps = _random_steps(np.random.default_rng(2), 100, 5, np.int32, True)
+    steps.ops.loc[3, "step"] = 7
+    assert metrics._class_counts_c(steps.ops, len(steps.kept), _columns(steps), {}) is None
+    with pytest.raises(IndexError):
+        metrics._class_counts(steps, [])
+
+
+def test_without_the_loops_the_reference_runs(monkeypatch):
+    monkeypatch.setenv("SPECSCOPE_NATIVE", "0")
+    start = np.arange(4, dtype=np.int64)
+    assert opsums.first_last(np.zeros(4, np.int32), 3, start, start) is None
+    first, last = metrics._first_last(np.array([0, 0, 2, -1]), 3, start, start + 1)
+    assert np.array_equal(first, [0, np.nan, 2], equal_nan=True)
+    assert np.array_equal(last, [2, np.nan, 3], equal_nan=True)
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["eagle_graph_before.sqlite", "eagle_node_after.sqlite", "real/piecewise_graphs.sqlite",
+     "graphs/run_graph_kpool_nvtx.sqlite", "real/two_procs.sqlite"],
+)  # fmt: skip
+def test_analyses_of_real_exports_are_the_same(built, monkeypatch, name):
+    from specscope.analysis.auto import analyze_processes
+    from specscope.analysis.loader import load
+
+    def frames() -> list[pd.DataFrame]:
+        return [a.metrics.frame for a in analyze_processes(load(DATA / name)).analyses.values()]
+
+    got = frames()
+    want = _reference(monkeypatch, frames)
+    assert got and len(got) == len(want)
+    for a, b in zip(got, want, strict=True):
+        pd.testing.assert_frame_equal(a, b)
