@@ -126,3 +126,26 @@ int64_t anchor_heads(int64_t n, const void *anchor, int aw, int64_t n_inst, cons
     }
     return 0;
 }
+
+/* coverage.union_coverage's prefix of intervals taken in start order (`order`, NULL: as they
+   are): their starts in that order, emax (the furthest end so far) and holes (the idle time
+   inside the union so far), as coverage._prefix computes them. */
+int64_t coverage_prefix(int64_t n, const int64_t *start, const int64_t *end, const void *order,
+                        int ow, int64_t *s, int64_t *emax, int64_t *holes) {
+    int64_t far = 0, idle = 0;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t r = order ? at(order, ow, i) : i;
+        if (r < 0 || r >= n) return -1;
+        int64_t a = start[r], b = end[r];
+        if (i == 0) {
+            far = b;
+        } else {
+            if (a > far) idle += a - far;
+            if (b > far) far = b;
+        }
+        s[i] = a;
+        emax[i] = far;
+        holes[i] = idle;
+    }
+    return 0;
+}

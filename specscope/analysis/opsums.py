@@ -33,6 +33,7 @@ _SIGNATURES = {
     + [_P, _P, _P, _P],
     "pattern_sums": [_I, _P, _W, _P, _I, _P, _I, _P, _W, _P, _I, _P, _W, _P, _I, _P, _P, _P, _P],
     "anchor_heads": [_I, _P, _W, _I, _P, _P, _P, _P, _P, _P],
+    "coverage_prefix": [_I, _P, _P, _P, _W, _P, _P, _P],
 }
 
 
@@ -196,3 +197,21 @@ def anchor_heads(
         _p(first), _p(last), _p(head),
     )  # fmt: skip
     return None if got < 0 else (first, last, head)
+
+
+def coverage_prefix(
+    starts: np.ndarray, ends: np.ndarray, order: np.ndarray | None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """The starts in ``order`` (None: as they are), ``emax`` and ``holes`` of
+    :func:`.coverage.union_coverage` (int64), in one pass where the reference gathers and
+    accumulates in seven; or None."""
+    fn = _function("coverage_prefix")
+    if fn is None or not (_exact(starts, np.int64) and _exact(ends, np.int64)):
+        return None
+    if order is not None and not (_ints(order) and len(order) == len(starts)):
+        return None
+    n = len(starts)
+    s, emax, holes = (np.empty(n, dtype=np.int64) for _ in range(3))
+    rows = (None, 8) if order is None else (_p(order), order.dtype.itemsize)
+    got = fn(n, _p(starts), _p(ends), *rows, _p(s), _p(emax), _p(holes))
+    return None if got < 0 else (s, emax, holes)

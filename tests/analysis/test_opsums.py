@@ -6,6 +6,7 @@ exports, the same to the bit; values outside a reference's range are left to it.
 
 from __future__ import annotations
 
+import itertools
 import os
 from pathlib import Path
 
@@ -13,7 +14,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from specscope.analysis import gaps, metrics, native, opsums
+from specscope.analysis import coverage, gaps, metrics, native, opsums
+from specscope.analysis.coverage import union_coverage
 from specscope.analysis.loader import COPY_KINDS, KINDS
 from specscope.analysis.memory import CHUNK_ROWS
 from specscope.analysis.spec import StepSpec
@@ -202,3 +204,29 @@ def test_analyses_of_real_exports_are_the_same(built, monkeypatch, name):
     assert got and len(got) == len(want)
     for a, b in zip(got, want, strict=True):
         pd.testing.assert_frame_equal(a, b)
+
+
+@pytest.mark.parametrize("n,in_order", [(1, True), (3_000, False), (3_000, True), (50_000, False)])
+def test_coverage_prefix_and_queries_alike(built, monkeypatch, n, in_order):
+    """The union coverage of random intervals (overlapping, nested, apart), queried at integer
+    and float times: the C prefix and the int64 search against numpy's."""
+    rng = np.random.default_rng(n)
+    starts = rng.integers(0, 20 * n, n)
+    if in_order:
+        starts.sort()
+    ends = starts + rng.integers(0, 60, n) ** 2
+    t = np.r_[rng.integers(-5, 21 * n, 500), starts[:50], ends[:50]]
+    t_float = np.r_[t + rng.choice([0.0, 0.25, 0.5, 0.999], len(t)), -3.5]
+    for times, chunk in itertools.product((t, t_float), (CHUNK_ROWS, 1000)):  # (whole, chunked)
+        got = union_coverage(starts, ends, chunk)(times)
+        with monkeypatch.context() as m:
+            m.setattr(coverage, "_as_times_of", lambda s, q: q)  # (numpy's float search)
+            want = _reference(monkeypatch, _covered, starts, ends, chunk, times)
+        assert got.dtype == want.dtype
+        assert np.array_equal(got, want)
+    assert opsums.coverage_prefix(starts, ends, coverage.start_order(starts)) is not None
+
+
+def _covered(starts, ends, chunk, times):
+    return union_coverage(starts, ends, chunk)(times)
+
