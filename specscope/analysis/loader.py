@@ -46,7 +46,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from specscope.analysis import opsread, opsscan, progress
+from specscope.analysis import opsread, opsscan, opsums, progress
 from specscope.analysis.compressed import XZ_MAGIC, remove_quietly, xz_copy
 from specscope.analysis.launches import exec_ids, group_launches, launches_of_ops
 from specscope.analysis.memory import (
@@ -589,6 +589,9 @@ class Trace:
             return start, tid
         a_start, _, a_gtid, a_corr, _ = self._runtime
         rows = _call_rows(_call_pids(a_gtid), a_corr, self._calls_in_id_order)
+        if isinstance(rows, IdTables):  # (one C loop: opsums.py; what follows, the reference)
+            if opsums.launch_lookup(pid, corr, rows, a_start, a_gtid, start, tid):
+                return start, tid
         for lo in range(0, len(pid), CHUNK_ROWS):  # small temporaries, reused chunk to chunk
             chunk = slice(lo, lo + CHUNK_ROWS)
             row = rows(pid[chunk], corr[chunk])
@@ -930,23 +933,37 @@ def _id_tables(a_pid: np.ndarray, a_corr: np.ndarray, most: int = 64):
         table[np.subtract(ids, lo - int(base), dtype=np.int64)] = mine
     if np.count_nonzero(table >= 0) != len(a_corr):  # an id twice: not exact
         return None
-    lows, spans = np.array(lows, dtype=np.int64), np.array(spans, dtype=np.int64)
+    return IdTables(pids, np.array(lows, dtype=np.int64), np.array(spans, dtype=np.int64),
+                    bases, table)  # fmt: skip
 
-    def by_table(pid: np.ndarray, corr: np.ndarray) -> np.ndarray:
+
+@dataclass(frozen=True, eq=False)
+class IdTables:
+    """:func:`_id_tables`' lookup: per process (``pids``, sorted) a stretch of ``table`` from
+    ``bases[k]`` holding the call row of each correlation id from ``lows[k]`` on (``spans[k]``
+    ids; -1: no call). Called as ``rows(pid, corr)``; :func:`.opsums.launch_lookup` reads the
+    same tables in C."""
+
+    pids: np.ndarray
+    lows: np.ndarray
+    spans: np.ndarray
+    bases: np.ndarray
+    table: np.ndarray
+
+    def __call__(self, pid: np.ndarray, corr: np.ndarray) -> np.ndarray:
+        pids = self.pids
         if len(pids) == 1:  # (one process: its stretch without a search)
             k, known = 0, pid == pids[0]
         else:
             k = np.minimum(np.searchsorted(pids, pid), len(pids) - 1)
             known = pids[k] == pid
-        offset = corr - lows[k]
-        ok = known & (offset >= 0) & (offset < spans[k]) & (corr > 0)
-        offset += bases[k]
+        offset = corr - self.lows[k]
+        ok = known & (offset >= 0) & (offset < self.spans[k]) & (corr > 0)
+        offset += self.bases[k]
         offset[~ok] = 0
-        row = table[offset]
+        row = self.table[offset]
         row[~ok] = -1
         return row
-
-    return by_table
 
 
 _THREAD_BITS = (_PID_MASK << 24) | _PID_MASK  # the pid and tid of a globalTid

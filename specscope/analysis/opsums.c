@@ -149,3 +149,35 @@ int64_t coverage_prefix(int64_t n, const int64_t *start, const int64_t *end, con
     }
     return 0;
 }
+
+/* loader.Trace._launches through loader.IdTables: the start (as a double) and thread of the
+   CUDA API call of each operation (pid, correlation id), found in the tables of call rows
+   indexed by id, one stretch per process (pids sorted); operations without one keep what
+   start_out and tid_out hold (NaN, -1). A stride of 0 reads one value for every row (the
+   one process of an export, the one thread of its calls). */
+int64_t launch_lookup(int64_t n, const void *pid, int pw, int64_t pid_stride, const void *corr,
+                      int cw, int64_t n_pids, const int64_t *pids, const int64_t *lows,
+                      const int64_t *spans, const int64_t *bases, const void *table, int tw,
+                      int64_t n_table, int64_t n_calls, const int64_t *a_start,
+                      const int64_t *a_gtid, int64_t gtid_stride, double *start_out,
+                      int32_t *tid_out) {
+    for (int64_t i = 0; i < n; i++) {
+        int64_t p = at(pid, pw, i * pid_stride), id = at(corr, cw, i);
+        int64_t lo = 0, hi = n_pids - 1;  /* the first pid not below p (the last if none) */
+        while (lo < hi) {
+            int64_t mid = (lo + hi) / 2;
+            if (pids[mid] < p) lo = mid + 1; else hi = mid;
+        }
+        if (pids[lo] != p || id <= 0) continue;
+        int64_t offset = id - lows[lo];
+        if (offset < 0 || offset >= spans[lo]) continue;
+        int64_t where = bases[lo] + offset;
+        if (where < 0 || where >= n_table) return -1;
+        int64_t row = at(table, tw, where);
+        if (row < 0) continue;
+        if (row >= n_calls) return -1;
+        start_out[i] = (double)a_start[row];
+        tid_out[i] = (int32_t)(a_gtid[row * gtid_stride] & 0xFFFFFF);
+    }
+    return 0;
+}

@@ -34,6 +34,8 @@ _SIGNATURES = {
     "pattern_sums": [_I, _P, _W, _P, _I, _P, _I, _P, _W, _P, _I, _P, _W, _P, _I, _P, _P, _P, _P],
     "anchor_heads": [_I, _P, _W, _I, _P, _P, _P, _P, _P, _P],
     "coverage_prefix": [_I, _P, _P, _P, _W, _P, _P, _P],
+    "launch_lookup": [_I, _P, _W, _I, _P, _W, _I, _P, _P, _P, _P, _P, _W, _I, _I, _P, _P, _I]
+    + [_P, _P],
 }
 
 
@@ -215,3 +217,56 @@ def coverage_prefix(
     rows = (None, 8) if order is None else (_p(order), order.dtype.itemsize)
     got = fn(n, _p(starts), _p(ends), *rows, _p(s), _p(emax), _p(holes))
     return None if got < 0 else (s, emax, holes)
+
+
+def _strided(a: np.ndarray) -> int | None:
+    """The stride of ``a`` in elements where it is 1 (contiguous) or 0 (one value repeated:
+    :func:`.memory.one_value_view`), else None."""
+    if not isinstance(a, np.ndarray) or a.ndim != 1:
+        return None
+    if len(a) <= 1 or a.strides[0] == a.dtype.itemsize:
+        return 1
+    return 0 if a.strides[0] == 0 else None
+
+
+def launch_lookup(
+    pid: np.ndarray,
+    corr: np.ndarray,
+    tables,
+    a_start: np.ndarray,
+    a_gtid: np.ndarray,
+    start: np.ndarray,
+    tid: np.ndarray,
+) -> bool:
+    """Fill ``start`` (float64, NaN where no call) and ``tid`` (int32, -1) of each operation
+    (``pid``, ``corr``) from the calls' starts and globalTids, looked up in ``tables``
+    (:class:`.loader.IdTables`), as :meth:`.loader.Trace._launches` does; False where the C
+    loop cannot (``start`` and ``tid`` then as they were)."""
+    fn = _function("launch_lookup")
+    pid_stride, gtid_stride = _strided(pid), _strided(a_gtid)
+    table = tables.table
+    if (
+        fn is None
+        or pid_stride is None
+        or gtid_stride is None
+        or pid.dtype.kind != "i"
+        or a_gtid.dtype != np.int64
+        or not (_ints(corr, table) and _exact(a_start, np.int64))
+        or not (_exact(start, np.float64) and _exact(tid, np.int32))
+        or not all(_exact(a, np.int64) for a in (tables.pids, tables.lows, tables.spans))
+        or not _exact(tables.bases, np.int64)
+        or not len(tables.pids)
+        or len(a_gtid) != len(a_start)
+    ):
+        return False
+    got = fn(
+        len(pid), _p(pid), pid.dtype.itemsize, pid_stride, _p(corr), corr.dtype.itemsize,
+        len(tables.pids), _p(tables.pids), _p(tables.lows), _p(tables.spans), _p(tables.bases),
+        _p(table), table.dtype.itemsize, len(table), len(a_start), _p(a_start),
+        _p(a_gtid), gtid_stride, _p(start), _p(tid),
+    )  # fmt: skip
+    if got < 0:
+        start[:] = np.nan
+        tid[:] = -1
+        return False
+    return True

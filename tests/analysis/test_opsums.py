@@ -230,3 +230,28 @@ def test_coverage_prefix_and_queries_alike(built, monkeypatch, n, in_order):
 def _covered(starts, ends, chunk, times):
     return union_coverage(starts, ends, chunk)(times)
 
+
+
+@pytest.mark.parametrize(
+    "name", ["eagle_graph_before.sqlite", "real/two_procs.sqlite", "two_rank/rank0.sqlite"]
+)
+def test_launch_calls_of_the_operations_alike(built, monkeypatch, name):
+    """Each operation's API call start and thread, through the id tables in C and in numpy (one
+    process, and two in one export)."""
+    from specscope.analysis.loader import IdTables, _call_pids, _call_rows, load
+
+    def launches() -> pd.DataFrame:
+        return load(DATA / name).ops[["api_start_ns", "api_tid"]]
+
+    got = launches()
+    pd.testing.assert_frame_equal(got, _reference(monkeypatch, launches))
+    assert got["api_tid"].ge(0).any()
+    trace = load(DATA / name)
+    a_start, _, a_gtid, a_corr, _ = trace._runtime
+    tables = _call_rows(_call_pids(a_gtid), a_corr)
+    assert isinstance(tables, IdTables)  # (so the C loop was the one above)
+    ops = trace.ops
+    start, tid = np.full(len(ops), np.nan), np.full(len(ops), -1, dtype=np.int32)
+    pid, corr = ops["pid"].to_numpy(), ops["correlation_id"].to_numpy()
+    assert opsums.launch_lookup(pid, corr, tables, a_start, a_gtid, start, tid)
+    assert np.array_equal(start, ops["api_start_ns"].to_numpy(), equal_nan=True)
