@@ -231,7 +231,6 @@ def _covered(starts, ends, chunk, times):
     return union_coverage(starts, ends, chunk)(times)
 
 
-
 @pytest.mark.parametrize(
     "name", ["eagle_graph_before.sqlite", "real/two_procs.sqlite", "two_rank/rank0.sqlite"]
 )
