@@ -222,7 +222,7 @@ def _host_metrics(trace: Trace, steps: Steps) -> pd.DataFrame:
     nested = pd.DataFrame(
         {
             "step": in_step[ok],
-            "name": np.asarray(nvtx["name"].array[rows], dtype=object),
+            "name": pd.Series(np.asarray(nvtx["name"].array[rows], dtype=object), dtype=object),
             "us": (end[ok] - start[ok]) / 1e3,
         }
     )

@@ -34,6 +34,7 @@ _SIGNATURES = {
     "pattern_sums": [_I, _P, _W, _P, _I, _P, _I, _P, _W, _P, _I, _P, _W, _P, _I, _P, _P, _P, _P],
     "anchor_heads": [_I, _P, _W, _I, _P, _P, _P, _P, _P, _P],
     "coverage_prefix": [_I, _P, _P, _P, _W, _P, _P, _P],
+    "interval_lookup": [_I, _P, _P, _P, _I, _P, _W],
     "launch_lookup": [_I, _P, _W, _I, _P, _W, _I, _P, _P, _P, _P, _P, _W, _I, _I, _P, _P, _I]
     + [_P, _P],
 }
@@ -270,3 +271,23 @@ def launch_lookup(
         tid[:] = -1
         return False
     return True
+
+
+def interval_lookup(t: np.ndarray, starts: np.ndarray, ends: np.ndarray, out: np.ndarray) -> bool:
+    """Fill ``out`` (int32 or int64) with :func:`.steps.interval_index` of each launch time
+    ``t`` (float64 ns) among the intervals (``starts`` sorted, disjoint, int64), as
+    :func:`.steps._lookup_runs` does; False where the C loop cannot (a NaN time, one beyond
+    int64, another dtype): ``out`` is then left to the reference."""
+    fn = _function("interval_lookup")
+    if fn is None or not (
+        _exact(t, np.float64)
+        and _exact(starts, np.int64)
+        and _exact(ends, np.int64)
+        and len(starts) == len(ends)
+        and out.dtype in (np.int32, np.int64)
+        and out.flags.c_contiguous
+        and len(out) == len(t)
+    ):
+        return False
+    got = fn(len(t), _p(t), _p(starts), _p(ends), len(starts), _p(out), out.dtype.itemsize)
+    return got >= 0
