@@ -53,11 +53,12 @@ int64_t first_last(int64_t n, const void *group, int gw, int64_t n_groups, const
 int64_t class_counts(int64_t n, const void *step, int sw, const int64_t *where, int64_t n_where,
                      const int8_t *kind, int64_t n_kind, const uint8_t *in_graph,
                      const int8_t *copy, const void *nbytes, int bw, const void *corr, int cw,
-                     int64_t n_copy, int64_t memcpy_kind, int64_t unified, int64_t *by_class,
-                     double *eager_bytes, int64_t *launch_pos, int64_t *launch_corr) {
+                     int64_t n_copy, int64_t memcpy_kind, int64_t unified, int64_t n_kept,
+                     int64_t *by_class, double *eager_bytes, int64_t *launch_pos,
+                     int64_t *launch_corr) {
     int64_t n_class = n_kind * 2 * n_copy, launches = 0, pos;
     for (int64_t i = 0; i < n; i++) {
-        if (!position(where, n_where, at(step, sw, i), &pos)) return -1;
+        if (!position(where, n_where, at(step, sw, i), &pos) || pos >= n_kept) return -1;
         int64_t k = kind[i], c = copy[i], g = in_graph[i] != 0;
         if (k < 0 || k >= n_kind || c < -1 || c + 1 >= n_copy) return -1;
         if (pos < 0) continue;
@@ -82,10 +83,10 @@ int64_t pattern_sums(int64_t n, const void *step, int sw, const int64_t *where, 
                      const int8_t *kind, int64_t kernel_kind, const void *name, int nw,
                      const uint8_t *name_ok, int64_t n_name, const void *full, int fw,
                      const uint8_t *full_ok, int64_t n_full, const int64_t *start,
-                     const int64_t *end, int64_t *count, double *ns) {
+                     const int64_t *end, int64_t n_kept, int64_t *count, double *ns) {
     int64_t pos;
     for (int64_t i = 0; i < n; i++) {
-        if (!position(where, n_where, at(step, sw, i), &pos)) return -1;
+        if (!position(where, n_where, at(step, sw, i), &pos) || pos >= n_kept) return -1;
         int64_t a = at(name, nw, i), b = at(full, fw, i);
         if (a < -1 || a >= n_name || b < -1 || b >= n_full) return -1;
         if (pos < 0 || kind[i] != kernel_kind) continue;

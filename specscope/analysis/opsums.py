@@ -29,9 +29,10 @@ _I = ctypes.c_int64
 _W = ctypes.c_int
 _SIGNATURES = {
     "first_last": [_I, _P, _W, _I, _P, _P, _P, _P],
-    "class_counts": [_I, _P, _W, _P, _I, _P, _I, _P, _P, _P, _W, _P, _W, _I, _I, _I]
+    "class_counts": [_I, _P, _W, _P, _I, _P, _I, _P, _P, _P, _W, _P, _W, _I, _I, _I, _I]
     + [_P, _P, _P, _P],
-    "pattern_sums": [_I, _P, _W, _P, _I, _P, _I, _P, _W, _P, _I, _P, _W, _P, _I, _P, _P, _P, _P],
+    "pattern_sums": [_I, _P, _W, _P, _I, _P, _I, _P, _W, _P, _I, _P, _W, _P, _I, _P, _P, _I]
+    + [_P, _P],
     "anchor_heads": [_I, _P, _W, _I, _P, _P, _P, _P, _P, _P],
     "coverage_prefix": [_I, _P, _P, _P, _W, _P, _P, _P],
     "interval_lookup": [_I, _P, _P, _P, _I, _P, _W],
@@ -65,6 +66,11 @@ def _ints(*columns: np.ndarray) -> bool:
     )
 
 
+def _same_length(*columns: np.ndarray) -> bool:
+    """Whether the columns are as long as one another (the loops read n rows of each)."""
+    return len({len(c) for c in columns}) == 1
+
+
 def _exact(a: np.ndarray, dtype) -> bool:
     return isinstance(a, np.ndarray) and a.dtype == dtype and a.flags.c_contiguous
 
@@ -86,6 +92,8 @@ def first_last(
     ``minimum.at``/``maximum.at`` leave them; or None."""
     fn = _function("first_last")
     if fn is None or not (_ints(group) and _exact(start, np.int64) and _exact(end, np.int64)):
+        return None
+    if not _same_length(group, start, end):
         return None
     first = np.full(n + 1, np.iinfo(np.int64).max, dtype=np.int64)
     last = np.full(n + 1, np.iinfo(np.int64).min, dtype=np.int64)
@@ -120,6 +128,7 @@ def class_counts(
         and _exact(kind, np.int8)
         and _exact(copy, np.int8)
         and _exact(in_graph, np.bool_)
+        and _same_length(step, kind, in_graph, copy, nbytes, corr)
     ):
         return None
     by_class = np.zeros(n_kept * n_kind * 2 * n_copy, dtype=np.int64)
@@ -134,7 +143,7 @@ def class_counts(
             n, _at(step, lo), step.dtype.itemsize, _p(where), len(where),
             _at(kind, lo), n_kind, _at(in_graph, lo), _at(copy, lo),
             _at(nbytes, lo), nbytes.dtype.itemsize, _at(corr, lo), corr.dtype.itemsize,
-            n_copy, memcpy_kind, unified, _p(by_class), _p(eager), *map(_p, buffers),
+            n_copy, memcpy_kind, unified, n_kept, _p(by_class), _p(eager), *map(_p, buffers),
         )  # fmt: skip
         if got < 0:
             return None
@@ -168,6 +177,7 @@ def pattern_sums(
         and _exact(full_ok, np.bool_)
         and _exact(start, np.int64)
         and _exact(end, np.int64)
+        and _same_length(step, kind, name, full, start, end)
     ):
         return None
     count, ns = np.zeros(n_kept, dtype=np.int64), np.zeros(n_kept)
@@ -175,7 +185,7 @@ def pattern_sums(
         len(step), _p(step), step.dtype.itemsize, _p(where), len(where), _p(kind), kernel_kind,
         _p(name), name.dtype.itemsize, _p(name_ok), len(name_ok),
         _p(full), full.dtype.itemsize, _p(full_ok), len(full_ok),
-        _p(start), _p(end), _p(count), _p(ns),
+        _p(start), _p(end), n_kept, _p(count), _p(ns),
     )  # fmt: skip
     return None if got < 0 else (count, ns)
 
@@ -191,6 +201,7 @@ def anchor_heads(
         and _exact(start, np.int64)
         and _exact(end, np.int64)
         and _exact(api, np.float64)
+        and _same_length(anchor, start, end, api)
     ):
         return None
     first, last = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
@@ -210,6 +221,8 @@ def coverage_prefix(
     accumulates in seven; or None."""
     fn = _function("coverage_prefix")
     if fn is None or not (_exact(starts, np.int64) and _exact(ends, np.int64)):
+        return None
+    if not _same_length(starts, ends):
         return None
     if order is not None and not (_ints(order) and len(order) == len(starts)):
         return None
@@ -258,6 +271,7 @@ def launch_lookup(
         or not _exact(tables.bases, np.int64)
         or not len(tables.pids)
         or len(a_gtid) != len(a_start)
+        or not _same_length(pid, corr, start, tid)
     ):
         return False
     got = fn(

@@ -170,6 +170,11 @@ def test_values_outside_the_references_range_are_left_to_them(built, monkeypatch
     assert opsums.first_last(np.zeros(4), 3, start, start) is None
     assert opsums.first_last(np.zeros(8, np.int64)[::2], 3, start, start) is None
     assert opsums.first_last(np.zeros(4, np.int64), 3, start.astype(np.int32), start) is None
+    # columns of different lengths: never read past one's end
+    assert opsums.first_last(np.zeros(9, np.int32), 3, start, start) is None
+    assert opsums.anchor_heads(np.zeros(9, np.int32), 3, start, start, api) is None
+    assert opsums.coverage_prefix(start, start[:3], None) is None
+    assert not opsums.interval_lookup(api, start, start, np.empty(2, np.int32))
     # a step past the steps: IndexError from the reference, as before the loops
     steps = _random_steps(np.random.default_rng(2), 100, 5, np.int32, True)
     steps.ops.loc[3, "step"] = 7
