@@ -72,6 +72,7 @@ from specscope.analysis.opsread import (
     runtime_sql,
 )
 from specscope.analysis.opsread import PID_MASK as _PID_MASK
+from specscope.analysis.opsums import DeviceScatter
 from specscope.analysis.parallel import beside
 from specscope.analysis.sqlread import (
     SQLITE_MAGIC,
@@ -1015,13 +1016,17 @@ def by_device(columns: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         counts = counts[counts > 0]
     else:
         ids, counts = np.unique(device, return_counts=True)
-    small = np.int32 if len(device) < np.iinfo(np.int32).max else np.int64
-    order = np.concatenate([np.flatnonzero(device == d).astype(small) for d in ids])
     names = list(columns)  # (their order)
     grouped = {"device_id": np.repeat(ids, counts).astype(device.dtype, copy=False)}
+    scatter = DeviceScatter(device, ids, counts)  # (the C loop: opsums.py)
+    if scatter.fn is not None:
+        order = scatter  # (each column moved in C; the order of the rows never made)
+    else:  # the reference: each column gathered in the order of the rows
+        small = np.int32 if len(device) < np.iinfo(np.int32).max else np.int64
+        order = np.concatenate([np.flatnonzero(device == d).astype(small) for d in ids])
     del columns["device_id"], device
     theirs = {name: columns.pop(name) for name in list(columns)[1::2]}
-    other = beside(len(order), _gathered, theirs, order)
+    other = beside(len(grouped["device_id"]), _gathered, theirs, order)
     del theirs  # (the thread's now: each given up once gathered)
     grouped |= _gathered(columns, order)
     grouped |= other.result()
@@ -1033,13 +1038,22 @@ def in_device_order(device: np.ndarray) -> bool:
     return len(device) < 2 or device.strides == (0,) or not (device[1:] < device[:-1]).any()
 
 
-def _gathered(columns: dict[str, np.ndarray], order: np.ndarray) -> dict[str, np.ndarray]:
+def _gathered(
+    columns: dict[str, np.ndarray], order: np.ndarray | DeviceScatter
+) -> dict[str, np.ndarray]:
     """Each of ``columns`` in ``order`` (one-value columns as they are), each column given up
-    (popped) once gathered."""
+    (popped) once gathered; by :class:`.opsums.DeviceScatter` where it is given and takes the
+    column."""
     out = {}
     for name in list(columns):
         values = columns.pop(name)
-        out[name] = values if values.strides == (0,) else values[order]
+        if values.strides == (0,):
+            out[name] = values
+        elif isinstance(order, DeviceScatter):
+            moved = order.column(values)
+            out[name] = moved if moved is not None else values[order.rows()]
+        else:
+            out[name] = values[order]
         del values
     return out
 

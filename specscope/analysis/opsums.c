@@ -213,3 +213,34 @@ int64_t interval_lookup(int64_t n, const double *t, const int64_t *starts, const
     }
     return 0;
 }
+
+/* loader.by_device's place of each row: the place of its device among the devices (slot_of:
+   span entries from device lo, -1 none), into slot (one byte a row: 256 devices at most). */
+int64_t device_slots(int64_t n, const void *device, int dw, int64_t lo, const int32_t *slot_of,
+                     int64_t span, uint8_t *slot) {
+    for (int64_t i = 0; i < n; i++) {
+        int64_t d = at(device, dw, i) - lo;
+        if (d < 0 || d >= span || slot_of[d] < 0 || slot_of[d] > 255) return -1;
+        slot[i] = (uint8_t)slot_of[d];
+    }
+    return 0;
+}
+
+#define SCATTER(T)                                                                         \
+    for (int64_t i = 0; i < n; i++) ((T *)dst)[pos[slot[i]]++] = ((const T *)src)[i];
+
+/* loader.by_device for one column: each row of src (w bytes) to its device's stretch of dst,
+   the rows of a device in the order they had; pos: the next row of each place (its
+   stretch's start, advanced here), slot: device_slots'. The stretches (counted from the same
+   slots) hold the rows exactly: nothing is written outside dst. */
+int64_t scatter_rows(int64_t n, const uint8_t *slot, int64_t *pos, const void *src, int w,
+                     void *dst) {
+    switch (w) {
+    case 1: SCATTER(uint8_t) break;
+    case 2: SCATTER(uint16_t) break;
+    case 4: SCATTER(uint32_t) break;
+    case 8: SCATTER(uint64_t) break;
+    default: return -1;
+    }
+    return 0;
+}

@@ -283,3 +283,33 @@ def test_launch_times_find_their_intervals_alike(built, monkeypatch, n, m):
     assert opsums.interval_lookup(t, starts, ends, out)
     t[-1] = np.nan  # (left to the reference)
     assert not opsums.interval_lookup(t, starts, ends, out)
+
+
+@pytest.mark.parametrize("n_devices,n", [(1, 10), (3, 50_000), (8, 5_000), (2, 1)])
+def test_devices_rows_put_together_alike(built, monkeypatch, n_devices, n):
+    """by_device's reordering of columns of every width (and one of one value) in C and by
+    numpy's gather: the same columns."""
+    from specscope.analysis.loader import by_device
+    from specscope.analysis.memory import one_value_view
+
+    def columns() -> dict[str, np.ndarray]:
+        r = np.random.default_rng(n)
+        return {
+            "device_id": (r.integers(0, n_devices, n) * 3 + 1).astype(np.int32),
+            "start_ns": r.integers(0, 1 << 40, n),
+            "stream_id": r.integers(0, 50, n).astype(np.int32),
+            "kind": r.integers(0, 4, n).astype(np.int8),
+            "flag": r.random(n) < 0.5,
+            "api_start_ns": r.random(n),
+            "tiny": r.integers(0, 9, n).astype(np.int16),
+            "pid": one_value_view(np.full(n, 7, dtype=np.int32)),
+        }
+
+    got, want = by_device(columns()), _reference(monkeypatch, by_device, columns())
+    assert list(got) == list(want)
+    for name in got:
+        assert got[name].dtype == want[name].dtype, name
+        assert np.array_equal(got[name], want[name]), name
+    device = columns()["device_id"]
+    ids, counts = np.unique(device, return_counts=True)
+    assert opsums.DeviceScatter(device, ids, counts).fn is not None  # (C did move them)
