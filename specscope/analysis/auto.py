@@ -55,6 +55,7 @@ from pathlib import Path
 import pandas as pd
 
 from specscope.analysis import ranks
+from specscope.analysis.eachprocess import each_process
 from specscope.analysis.graphs import ThreadGraphs, main_cycle, thread_graphs
 from specscope.analysis.jsonpieces import pieces
 from specscope.analysis.loader import Trace, load, process_devices
@@ -420,21 +421,34 @@ def analyze_processes(
     validated(trace)  # rows with impossible times dropped before anything reads the frames
     skipped: dict[str, str] = {}
     entries: list[_Entry] = []
+    # each process' entries and what it skipped, the processes two at a time where the export
+    # is large (.eachprocess: the same results as one after the other)
     if spec is not None:
-        for pid in _candidate_pids(trace, spec, options):
+
+        def given(pid: int) -> tuple[list[_Entry], dict[str, str]]:
+            mine: dict[str, str] = {}
             try:
-                analyses = _with_spec(trace, pid, spec, options, skipped)
+                analyses = _with_spec(trace, pid, spec, options, mine)
             except SpecError as e:
-                skipped[f"pid {pid}"] = str(e)
-                continue
-            entries += [_Entry(a, "the given spec") for a in analyses]
-        if not entries:
-            analyze_trace(trace, spec, options)  # raises the single-process error
+                mine[f"pid {pid}"] = str(e)
+                return [], mine
+            return [_Entry(a, "the given spec") for a in analyses], mine
+
+        work = given
     else:
         graphs = functools.cache(lambda: thread_graphs(trace))  # once, and only if needed
         thresholds = dict(pattern_thresholds, min_cycles=min_cycles)
-        for pid in _candidate_pids(trace, None, options):
-            entries += _zero_config(trace, pid, options, graphs, skipped, thresholds)
+
+        def chosen(pid: int) -> tuple[list[_Entry], dict[str, str]]:
+            mine: dict[str, str] = {}
+            return _zero_config(trace, pid, options, graphs, mine, thresholds), mine
+
+        work = chosen
+    for found, mine in each_process(trace, _candidate_pids(trace, spec, options), work):
+        entries += found
+        skipped |= mine
+    if spec is not None and not entries:
+        analyze_trace(trace, spec, options)  # raises the single-process error
     if not entries:
         raise _nothing_to_analyse(trace, options)
     entries.sort(key=lambda e: (e.analysis.pid, _device_key(e.analysis.device_id)))

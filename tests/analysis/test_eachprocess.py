@@ -1,0 +1,87 @@
+"""The processes of one export analysed two at a time (specscope.analysis.eachprocess): the
+same analyses, in the same order, as one after the other; a failure on a thread is the
+outcome of the usual order; and small exports are analysed as they always were."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+
+from specscope.analysis import eachprocess
+from specscope.analysis.auto import analyze_processes
+from specscope.analysis.loader import load
+from specscope.analysis.spec import load_preset
+from specscope.errors import SpecError
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+EXPORTS = [DATA / "real" / "two_procs.sqlite", DATA / "graphs" / "two_proc_graph.sqlite"]
+
+
+def _json(path: Path, spec) -> str:
+    """The analysis as JSON, or the error it ends with."""
+    try:
+        return "".join(analyze_processes(load(path), spec).json_pieces())
+    except SpecError as e:
+        return f"error: {e}"
+
+
+@pytest.mark.parametrize("path", EXPORTS, ids=lambda p: p.stem)
+@pytest.mark.parametrize("preset", [None, "eagle"])
+def test_two_at_a_time_gives_the_same_analyses(monkeypatch, path, preset):
+    spec = None if preset is None else load_preset(preset)
+    monkeypatch.setenv("SPECSCOPE_PROCESS_THREADS", "1")
+    one_by_one = _json(path, spec)
+    monkeypatch.setenv("SPECSCOPE_PROCESS_THREADS", "2")
+    monkeypatch.setattr(eachprocess, "MIN_ROWS", 0)  # (these small exports on threads too)
+    ran_on = set()
+    real = eachprocess.each_process
+
+    def watched(trace, pids, work):
+        assert len(pids) >= 2  # (two processes: the threads are used)
+        return real(trace, pids, lambda pid: (ran_on.add(threading.current_thread().name),
+                                              work(pid))[1])  # fmt: skip
+
+    monkeypatch.setattr("specscope.analysis.auto.each_process", watched)
+    assert _json(path, spec) == one_by_one
+    assert any(name.startswith("process") for name in ran_on)
+
+
+def test_a_failure_on_a_thread_is_retried_here_and_errors_keep_their_order(monkeypatch):
+    monkeypatch.setenv("SPECSCOPE_PROCESS_THREADS", "2")
+    monkeypatch.setattr(eachprocess, "MIN_ROWS", 0)
+    trace = load(EXPORTS[0])
+    main = threading.current_thread()
+
+    def off_main_fails(pid: int) -> int:
+        if threading.current_thread() is not main:
+            raise RuntimeError("a thread's failure")
+        return pid * 10
+
+    assert eachprocess.each_process(trace, [3, 1, 2], off_main_fails) == [30, 10, 20]
+
+    def second_and_third_fail(pid: int) -> int:
+        if pid > 1:
+            raise SpecError(f"pid {pid}")
+        return pid
+
+    with pytest.raises(SpecError, match="pid 2"):
+        eachprocess.each_process(trace, [1, 2, 3], second_and_third_fail)
+
+
+def test_one_process_small_exports_or_one_thread_stay_in_order(monkeypatch):
+    trace = load(EXPORTS[0])
+    seen = []
+
+    def work(pid: int) -> int:
+        seen.append((pid, threading.current_thread() is threading.main_thread()))
+        return pid
+
+    assert eachprocess.each_process(trace, [5, 4], work) == [5, 4]  # (a small export)
+    monkeypatch.setattr(eachprocess, "MIN_ROWS", 0)
+    monkeypatch.setenv("SPECSCOPE_PROCESS_THREADS", "1")
+    assert eachprocess.each_process(trace, [7, 6], work) == [7, 6]
+    assert seen == [(5, True), (4, True), (7, True), (6, True)]
+    monkeypatch.setenv("SPECSCOPE_PROCESS_THREADS", "nonsense")  # (the default: the CPUs)
+    assert eachprocess.threads() in (1, 2)
