@@ -186,16 +186,23 @@ def _machine_checks(gpus: list[manifest.Gpu], packages: dict[str, str | None]) -
 
 
 def reader_check() -> Check:
-    """``reader``: the page scan's C fast path built and loaded here, or why not."""
+    """``reader``: the C fast paths (the page scan's, the per-step sums') built and loaded
+    here, or why not."""
     from specscope.analysis import native
 
     fn, what = native.describe()
-    if fn is not None:
-        return Check("reader", OK, f"exports are page-scanned with the C fast path ({what})")
+    sums, sums_what = native.built(native.OPSUMS)
+    if fn is not None and sums is not None:
+        return Check(
+            "reader",
+            OK,
+            f"exports are page-scanned and summed with the C fast paths ({what}, {sums_what})",
+        )
     return Check(
         "reader",
         WARN,
-        f"exports are page-scanned in numpy only (the same results, slower): {what}",
+        "exports are page-scanned and summed in numpy only (the same results, slower): "
+        f"{what if fn is None else sums_what}",
         "install a C compiler (gcc), set CC, or unset SPECSCOPE_NATIVE",
     )
 

@@ -472,7 +472,7 @@ def test_doctor_names_missing_importer_libraries(fake_env, monkeypatch):
 
 @pytest.mark.parametrize("cc", ["no-such-cc", None])
 def test_doctor_says_how_exports_are_read(fake_env, monkeypatch, tmp_path, cc):
-    """The page scan's C fast path built (ok, its file) or not (a warning naming why)."""
+    """The C fast paths built (ok, their files) or not (a warning naming why)."""
     monkeypatch.setenv("SPECSCOPE_CACHE", str(tmp_path / "cache"))
     if cc is not None:
         monkeypatch.setenv("CC", cc)
@@ -482,6 +482,7 @@ def test_doctor_says_how_exports_are_read(fake_env, monkeypatch, tmp_path, cc):
     reader = next(line for line in r.output.splitlines() if "reader" in line)
     if cc is None:
         assert reader.startswith("ok    reader") and str(tmp_path / "cache") in reader
+        assert "opsums-" in reader and "pagescan-" in reader
     else:
         assert reader.startswith("warn  reader") and "no-such-cc" in reader and "fix:" in reader
 
