@@ -76,10 +76,12 @@ def union_coverage(starts: np.ndarray, ends: np.ndarray, chunk: int = CHUNK_ROWS
     """
     if len(starts) == 0:
         return lambda t: np.zeros(len(t))
-    order = start_order(starts)
     n = len(starts)
-    first = starts[0] if order is None else starts[order[0]]
     dtype = np.result_type(starts, ends)
+    if chunk >= n and (merged := opsums.coverage_merged(starts, ends)) is not None:
+        return _covered_whole(*merged, dtype)  # (a few sorted runs merged in C: opsums.py)
+    order = start_order(starts)
+    first = starts[0] if order is None else starts[order[0]]
     if chunk >= n:  # one chunk: the prefix is built once, each query a binary search
         order = None if order is None else np.asarray(order)
         if (fast := opsums.coverage_prefix(starts, ends, order)) is not None:
@@ -87,15 +89,7 @@ def union_coverage(starts: np.ndarray, ends: np.ndarray, chunk: int = CHUNK_ROWS
         else:
             s = starts if order is None else starts[order]
             emax, holes = _prefix(s, ends if order is None else ends[order], None, 0, dtype)
-
-        def covered_whole(t: np.ndarray) -> np.ndarray:
-            t = np.asarray(t)
-            out = np.zeros(len(t), dtype=np.result_type(dtype, t))
-            some = t >= s[0]  # before the first start: nothing covered yet
-            out[some] = _covered_at(s, emax, holes, first, t[some])
-            return out
-
-        return covered_whole
+        return _covered_whole(s, emax, holes, dtype)
 
     def covered(t: np.ndarray) -> np.ndarray:
         t = np.asarray(t)
@@ -118,6 +112,19 @@ def union_coverage(starts: np.ndarray, ends: np.ndarray, chunk: int = CHUNK_ROWS
         return out
 
     return covered
+
+
+def _covered_whole(s: np.ndarray, emax: np.ndarray, holes: np.ndarray, dtype):
+    """:func:`union_coverage`'s ``covered`` from the whole prefix (starts ``s`` in order)."""
+
+    def covered_whole(t: np.ndarray) -> np.ndarray:
+        t = np.asarray(t)
+        out = np.zeros(len(t), dtype=np.result_type(dtype, t))
+        some = t >= s[0]  # before the first start: nothing covered yet
+        out[some] = _covered_at(s, emax, holes, s[0], t[some])
+        return out
+
+    return covered_whole
 
 
 def start_order(starts: np.ndarray) -> np.ndarray | MergedOrder | None:

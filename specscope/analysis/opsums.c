@@ -244,3 +244,35 @@ int64_t scatter_rows(int64_t n, const uint8_t *slot, int64_t *pos, const void *s
     }
     return 0;
 }
+
+/* coverage_prefix of intervals whose starts are k sorted runs (bounds: k + 1 row numbers),
+   merged here in start order (a start equal in two runs: the earlier run's first, as a
+   stable sort puts them) instead of sorted: the same s, emax and holes, without an order of
+   the rows. */
+int64_t coverage_merge(int64_t n, const int64_t *start, const int64_t *end, const int64_t *bounds,
+                       int64_t k, int64_t *pos, int64_t *s, int64_t *emax, int64_t *holes) {
+    int64_t far = 0, idle = 0;
+    for (int64_t r = 0; r < k; r++) {
+        if (bounds[r] < 0 || bounds[r] > bounds[r + 1] || bounds[r + 1] > n) return -1;
+        pos[r] = bounds[r];
+    }
+    if (bounds[0] != 0 || bounds[k] != n) return -1;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t best = -1;
+        for (int64_t r = 0; r < k; r++)
+            if (pos[r] < bounds[r + 1] && (best < 0 || start[pos[r]] < start[pos[best]])) best = r;
+        if (best < 0) return -1;
+        int64_t row = pos[best]++;
+        int64_t a = start[row], b = end[row];
+        if (i == 0) {
+            far = b;
+        } else {
+            if (a > far) idle += a - far;
+            if (b > far) far = b;
+        }
+        s[i] = a;
+        emax[i] = far;
+        holes[i] = idle;
+    }
+    return 0;
+}

@@ -35,6 +35,7 @@ _SIGNATURES = {
     + [_P, _P],
     "anchor_heads": [_I, _P, _W, _I, _P, _P, _P, _P, _P, _P],
     "coverage_prefix": [_I, _P, _P, _P, _W, _P, _P, _P],
+    "coverage_merge": [_I, _P, _P, _P, _I, _P, _P, _P, _P],
     "device_slots": [_I, _P, _W, _I, _P, _I, _P],
     "scatter_rows": [_I, _P, _P, _P, _W, _P],
     "interval_lookup": [_I, _P, _P, _P, _I, _P, _W],
@@ -213,6 +214,32 @@ def anchor_heads(
         _p(first), _p(last), _p(head),
     )  # fmt: skip
     return None if got < 0 else (first, last, head)
+
+
+MERGE_MAX_RUNS = 16
+"""Starts in up to this many sorted runs (GPU operations: one a table, each in start order)
+are merged by :func:`coverage_merged`; more are sorted."""
+
+
+def coverage_merged(
+    starts: np.ndarray, ends: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """:func:`coverage_prefix` of intervals in start order where their starts are a few
+    sorted runs, merged in one pass (no sort of the rows, no order of them); or None."""
+    fn = _function("coverage_merge")
+    if fn is None or not (_exact(starts, np.int64) and _exact(ends, np.int64)):
+        return None
+    n = len(starts)
+    if not n or len(ends) != n:
+        return None
+    breaks = np.flatnonzero(starts[1:] < starts[:-1])
+    if len(breaks) >= MERGE_MAX_RUNS:
+        return None
+    bounds = np.concatenate([[0], breaks + 1, [n]]).astype(np.int64)
+    pos = np.empty(len(bounds) - 1, dtype=np.int64)
+    s, emax, holes = (np.empty(n, dtype=np.int64) for _ in range(3))
+    got = fn(n, _p(starts), _p(ends), _p(bounds), len(pos), _p(pos), _p(s), _p(emax), _p(holes))
+    return None if got < 0 else (s, emax, holes)
 
 
 def coverage_prefix(

@@ -211,14 +211,23 @@ def test_analyses_of_real_exports_are_the_same(built, monkeypatch, name):
         pd.testing.assert_frame_equal(a, b)
 
 
-@pytest.mark.parametrize("n,in_order", [(1, True), (3_000, False), (3_000, True), (50_000, False)])
-def test_coverage_prefix_and_queries_alike(built, monkeypatch, n, in_order):
-    """The union coverage of random intervals (overlapping, nested, apart), queried at integer
-    and float times: the C prefix and the int64 search against numpy's."""
+@pytest.mark.parametrize(
+    "n,runs",
+    [(1, 1), (3_000, None), (3_000, 1), (50_000, None), (20_000, 3), (9_000, 16), (9_000, 40)],
+)
+def test_coverage_prefix_and_queries_alike(built, monkeypatch, n, runs):
+    """The union coverage of random intervals (overlapping, nested, apart; their starts in
+    no order, or in a few sorted runs with starts equal across runs, as the tables of GPU
+    operations come), queried at integer and float times: the C prefix (merged or by an order)
+    and the int64 search against numpy's."""
     rng = np.random.default_rng(n)
-    starts = rng.integers(0, 20 * n, n)
-    if in_order:
-        starts.sort()
+    starts = rng.integers(0, 20 * n, n) // 7 * 7
+    if runs is not None:  # (each run in start order)
+        cut = np.sort(rng.choice(np.arange(1, n), runs - 1, replace=False)) if runs > 1 else []
+        starts = np.concatenate([np.sort(part) for part in np.split(starts, cut)])
+        merged = opsums.coverage_merged(starts, starts + 1)
+        n_runs = 1 + np.count_nonzero(starts[1:] < starts[:-1])
+        assert (merged is not None) == (n_runs <= opsums.MERGE_MAX_RUNS)
     ends = starts + rng.integers(0, 60, n) ** 2
     t = np.r_[rng.integers(-5, 21 * n, 500), starts[:50], ends[:50]]
     t_float = np.r_[t + rng.choice([0.0, 0.25, 0.5, 0.999], len(t)), -3.5]
