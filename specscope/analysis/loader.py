@@ -1166,6 +1166,8 @@ def _unique_inverse(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     if hi - lo > max(len(codes), 1 << 16):
         uniq, inverse = np.unique(codes, return_inverse=True)
         return uniq, inverse.reshape(-1).astype(_index_dtype(len(uniq)))
+    if (fast := opsums.dense_inverse(codes, lo, hi, _index_dtype)) is not None:
+        return fast  # (two C passes: opsums.py; what follows is their reference)
     base = codes.dtype.type(lo)  # codes - base fits the codes' dtype: 0 <= it <= hi - lo
     present = np.zeros(hi - lo + 1, dtype=bool)
     for i in range(0, len(codes), CHUNK_ROWS):

@@ -276,3 +276,33 @@ int64_t coverage_merge(int64_t n, const int64_t *start, const int64_t *end, cons
     }
     return 0;
 }
+
+/* loader._unique_inverse where the codes span a narrow range (from lo, span values): which
+   values are present (present: span bytes, zeroed by the caller). */
+int64_t codes_present(int64_t n, const void *codes, int cw, int64_t lo, int64_t span,
+                      uint8_t *present) {
+    for (int64_t i = 0; i < n; i++) {
+        int64_t v = at(codes, cw, i) - lo;
+        if (v < 0 || v >= span) return -1;
+        present[v] = 1;
+    }
+    return 0;
+}
+
+/* ... and each code's place among the present values (position: span entries), into inverse
+   (ow bytes a row: the categorical's codes). */
+int64_t codes_remap(int64_t n, const void *codes, int cw, int64_t lo, int64_t span,
+                    const int64_t *position, void *inverse, int ow) {
+    for (int64_t i = 0; i < n; i++) {
+        int64_t v = at(codes, cw, i) - lo;
+        if (v < 0 || v >= span) return -1;
+        int64_t p = position[v];
+        switch (ow) {
+        case 1: ((int8_t *)inverse)[i] = (int8_t)p; break;
+        case 2: ((int16_t *)inverse)[i] = (int16_t)p; break;
+        case 4: ((int32_t *)inverse)[i] = (int32_t)p; break;
+        default: ((int64_t *)inverse)[i] = p; break;
+        }
+    }
+    return 0;
+}

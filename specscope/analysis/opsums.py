@@ -38,6 +38,8 @@ _SIGNATURES = {
     "coverage_merge": [_I, _P, _P, _P, _I, _P, _P, _P, _P],
     "device_slots": [_I, _P, _W, _I, _P, _I, _P],
     "scatter_rows": [_I, _P, _P, _P, _W, _P],
+    "codes_present": [_I, _P, _W, _I, _I, _P],
+    "codes_remap": [_I, _P, _W, _I, _I, _P, _P, _W],
     "interval_lookup": [_I, _P, _P, _P, _I, _P, _W],
     "launch_lookup": [_I, _P, _W, _I, _P, _W, _I, _P, _P, _P, _P, _P, _W, _I, _I, _P, _P, _I]
     + [_P, _P],
@@ -389,3 +391,23 @@ class DeviceScatter:
         w = values.dtype.itemsize
         got = self.fn(len(values), _p(self.slot), _p(pos), _p(values), w, _p(out))
         return None if got < 0 else out
+
+
+def dense_inverse(codes: np.ndarray, lo: int, hi: int, index_dtype) -> tuple | None:
+    """``np.unique(codes, return_inverse=True)`` of codes between ``lo`` and ``hi``, the
+    inverse as ``index_dtype`` of the number of distinct codes (a callable: n -> dtype), in
+    two C passes (:func:`.loader._unique_inverse`, whose numpy passes are the reference);
+    or None."""
+    present_fn, remap_fn = _function("codes_present"), _function("codes_remap")
+    if present_fn is None or remap_fn is None or not _ints(codes):
+        return None
+    span, w = hi - lo + 1, codes.dtype.itemsize
+    present = np.zeros(span, dtype=np.uint8)
+    if present_fn(len(codes), _p(codes), w, lo, span, _p(present)) < 0:
+        return None
+    uniq = np.flatnonzero(present) + lo
+    dtype = np.dtype(index_dtype(len(uniq)))
+    position = np.cumsum(present, dtype=np.int64) - 1
+    inverse = np.empty(len(codes), dtype=dtype)
+    got = remap_fn(len(codes), _p(codes), w, lo, span, _p(position), _p(inverse), dtype.itemsize)
+    return None if got < 0 else (uniq, inverse)

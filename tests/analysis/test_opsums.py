@@ -322,3 +322,21 @@ def test_devices_rows_put_together_alike(built, monkeypatch, n_devices, n):
     device = columns()["device_id"]
     ids, counts = np.unique(device, return_counts=True)
     assert opsums.DeviceScatter(device, ids, counts).fn is not None  # (C did move them)
+
+
+@pytest.mark.parametrize("distinct,dtype", [(1, np.int32), (40, np.int32), (300, np.int64)])
+def test_name_codes_made_categorical_alike(built, monkeypatch, distinct, dtype):
+    """The op names' codes (StringIds ids and negative codes of copies, memsets, graphs) as a
+    categorical's codes: C and numpy alike, int8 or int16 as the distinct names need."""
+    from specscope.analysis.loader import _unique_inverse
+
+    rng = np.random.default_rng(distinct)
+    values = np.r_[rng.choice(np.arange(-1005, 5000), distinct, replace=False), -2]
+    codes = rng.choice(values, CHUNK_ROWS + 77).astype(dtype)
+    got = _unique_inverse(codes)
+    want = _reference(monkeypatch, _unique_inverse, codes)
+    for a, b in zip(got, want, strict=True):
+        assert a.dtype == b.dtype and np.array_equal(a, b)
+    lo, hi = int(codes.min()), int(codes.max())
+    assert opsums.dense_inverse(codes, lo, hi, np.min_scalar_type) is not None
+    assert opsums.dense_inverse(codes, lo + 1, hi, np.min_scalar_type) is None  # (out of range)
