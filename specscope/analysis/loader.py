@@ -32,9 +32,11 @@ Frames and their columns (times in ns, as in the export):
 from __future__ import annotations
 
 import enum
+import mmap
 import re
 import sqlite3
 import struct
+import sys
 import weakref
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -1045,17 +1047,40 @@ def _gathered(
     (popped) once gathered; by :class:`.opsums.DeviceScatter` where it is given and takes the
     column."""
     out = {}
+    spare: dict[int, np.ndarray] = {}  # bytes -> a moved column's memory, free to write again
     for name in list(columns):
         values = columns.pop(name)
         if values.strides == (0,):
             out[name] = values
         elif isinstance(order, DeviceScatter):
-            moved = order.column(values)
+            moved = order.column(values, spare.pop(values.nbytes, None))
             out[name] = moved if moved is not None else values[order.rows()]
+            if moved is not None and _only_here(values):
+                spare[values.nbytes] = values
         else:
             out[name] = values[order]
         del values
     return out
+
+
+def _only_here(values: np.ndarray) -> bool:
+    """Whether nothing but the caller holds ``values`` and its memory (a column of the read,
+    moved and dropped), so that another column may be written over it: numpy's own memory,
+    or a mapping (:mod:`.forkread`'s) through views that only this array holds."""
+    if not (values.flags.writeable and values.flags.c_contiguous):
+        return False
+    if sys.getrefcount(values) > 3:  # (the caller's name, this argument, getrefcount's)
+        return False
+    base = values.base
+    while isinstance(base, np.ndarray):  # (each view held by the one above it alone)
+        if sys.getrefcount(base) > 3:  # (the view's base, this name, getrefcount's)
+            return False
+        base = base.base
+    if isinstance(base, memoryview):
+        if sys.getrefcount(base) > 3:
+            return False
+        base = base.obj
+    return base is None or (isinstance(base, mmap.mmap) and sys.getrefcount(base) <= 3)
 
 
 def per_ops_frame(trace: Trace, name: str, compute):

@@ -340,3 +340,35 @@ def test_name_codes_made_categorical_alike(built, monkeypatch, distinct, dtype):
     lo, hi = int(codes.min()), int(codes.max())
     assert opsums.dense_inverse(codes, lo, hi, np.min_scalar_type) is not None
     assert opsums.dense_inverse(codes, lo + 1, hi, np.min_scalar_type) is None  # (out of range)
+
+
+def test_moved_columns_memory_reused_only_when_nothing_else_holds_it(built):
+    """by_device writes a column over the memory of one it moved only where nothing else
+    holds that memory: the arrays the caller kept are as they were."""
+    import mmap
+
+    from specscope.analysis.loader import _only_here, by_device
+
+    rng = np.random.default_rng(3)
+    n = 10_000
+    device = rng.integers(0, 3, n).astype(np.int32)
+    kept = rng.integers(0, 1 << 40, n)  # (the caller keeps this one)
+    kept_copy = kept.copy()
+    columns = {
+        "device_id": device,
+        "a": rng.integers(0, 1 << 40, n),
+        "b": kept,
+        "c": rng.integers(0, 1 << 40, n),
+        "d": rng.random(n),
+    }
+    want = {k: v.copy() for k, v in columns.items()}
+    order = np.argsort(device, kind="stable")
+    got = by_device(columns)
+    assert np.array_equal(kept, kept_copy)  # (not written over)
+    for name in ("a", "b", "c", "d"):
+        assert np.array_equal(got[name], want[name][order])
+    held = np.zeros(4)
+    assert _only_here(np.zeros(4)) and not _only_here(held[1:3])
+    pages = mmap.mmap(-1, 80)
+    assert not _only_here(np.frombuffer(pages, dtype=np.float64))  # (the mapping held here)
+    del pages
