@@ -347,15 +347,17 @@ class DeviceScatter:
 
     def __init__(self, device: np.ndarray, ids: np.ndarray, counts: np.ndarray):
         self.fn = _function("scatter_rows")
-        self.device = device
+        self.device, self.ids = device, ids
         self.lo = int(ids[0]) if len(ids) else 0
         span = int(ids[-1]) - self.lo + 1 if len(ids) else 0
-        self.slot_of = np.full(span, -1, dtype=np.int32)
-        self.slot_of[ids - self.lo] = np.arange(len(ids), dtype=np.int32)
-        self.starts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
         slots = _function("device_slots")
         if slots is None or not _ints(device) or not 0 < len(ids) <= 256 or span > 1 << 16:
-            self.fn = None
+            self.fn = None  # (device ids far apart: no table of their range; the reference)
+            span = 0
+        self.slot_of = np.full(span, -1, dtype=np.int32)
+        if span:
+            self.slot_of[ids - self.lo] = np.arange(len(ids), dtype=np.int32)
+        self.starts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
         if self.fn is None or int(np.sum(counts)) != len(device):
             self.fn = None
             return
@@ -372,7 +374,7 @@ class DeviceScatter:
         """The order of the rows that puts each device's together (the reference's)."""
         if not hasattr(self, "_rows"):
             small = np.int32 if len(self.device) < np.iinfo(np.int32).max else np.int64
-            ids = np.flatnonzero(self.slot_of >= 0) + self.lo
+            ids = self.ids
             self._rows = np.concatenate(
                 [np.flatnonzero(self.device == d).astype(small) for d in ids]
             )

@@ -372,3 +372,16 @@ def test_moved_columns_memory_reused_only_when_nothing_else_holds_it(built):
     pages = mmap.mmap(-1, 80)
     assert not _only_here(np.frombuffer(pages, dtype=np.float64))  # (the mapping held here)
     del pages
+
+
+def test_device_ids_far_apart_make_no_table_of_their_range(built, monkeypatch):
+    """Device ids spread over the int32 range (a damaged or unusual export): no table of
+    their whole range (2**31 entries were 8 GiB), and the rows grouped by the reference."""
+    from specscope.analysis.loader import by_device
+
+    device = np.array([7, 2**31 - 1, 0, 7, 0], dtype=np.int32)
+    ids, counts = np.unique(device, return_counts=True)
+    scatter = opsums.DeviceScatter(device, ids, counts)
+    assert scatter.fn is None and scatter.slot_of.nbytes < 1 << 20
+    columns = {"device_id": device, "start_ns": np.arange(5, dtype=np.int64)}
+    assert by_device(columns)["start_ns"].tolist() == [2, 4, 0, 3, 1]
