@@ -14,6 +14,7 @@ synthetic export) and ``testdata`` (the repository root and the committed export
 from __future__ import annotations
 
 import itertools
+import os
 from pathlib import Path
 
 import pytest
@@ -53,3 +54,19 @@ def analyze_x(write_export):
         return analyze(write_export(x), spec, AnalyzeOptions(**kw))
 
     return run
+
+
+@pytest.fixture(scope="module")
+def native_cache(tmp_path_factory):
+    """A cache of compiled C fast paths of the test module's own (``SPECSCOPE_CACHE``, set
+    for the module's tests, then as it was): each module builds them as a first use does."""
+    cache = tmp_path_factory.mktemp("native-cache")
+    old = os.environ.get("SPECSCOPE_CACHE")
+    os.environ["SPECSCOPE_CACHE"] = str(cache)
+    try:
+        yield cache
+    finally:
+        if old is None:
+            del os.environ["SPECSCOPE_CACHE"]
+        else:
+            os.environ["SPECSCOPE_CACHE"] = old

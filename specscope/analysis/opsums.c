@@ -128,6 +128,21 @@ int64_t anchor_heads(int64_t n, const void *anchor, int aw, int64_t n_inst, cons
     return 0;
 }
 
+/* The i-th interval in start order (a, b) added to the union's prefix: far, the furthest end
+   so far, and idle, the holes inside the union so far (coverage._prefix). */
+static inline void extend(int64_t i, int64_t a, int64_t b, int64_t *far, int64_t *idle,
+                          int64_t *s, int64_t *emax, int64_t *holes) {
+    if (i == 0) {
+        *far = b;
+    } else {
+        if (a > *far) *idle += a - *far;
+        if (b > *far) *far = b;
+    }
+    s[i] = a;
+    emax[i] = *far;
+    holes[i] = *idle;
+}
+
 /* coverage.union_coverage's prefix of intervals taken in start order (`order`, NULL: as they
    are): their starts in that order, emax (the furthest end so far) and holes (the idle time
    inside the union so far), as coverage._prefix computes them. */
@@ -137,16 +152,7 @@ int64_t coverage_prefix(int64_t n, const int64_t *start, const int64_t *end, con
     for (int64_t i = 0; i < n; i++) {
         int64_t r = order ? at(order, ow, i) : i;
         if (r < 0 || r >= n) return -1;
-        int64_t a = start[r], b = end[r];
-        if (i == 0) {
-            far = b;
-        } else {
-            if (a > far) idle += a - far;
-            if (b > far) far = b;
-        }
-        s[i] = a;
-        emax[i] = far;
-        holes[i] = idle;
+        extend(i, start[r], end[r], &far, &idle, s, emax, holes);
     }
     return 0;
 }
@@ -263,16 +269,7 @@ int64_t coverage_merge(int64_t n, const int64_t *start, const int64_t *end, cons
             if (pos[r] < bounds[r + 1] && (best < 0 || start[pos[r]] < start[pos[best]])) best = r;
         if (best < 0) return -1;
         int64_t row = pos[best]++;
-        int64_t a = start[row], b = end[row];
-        if (i == 0) {
-            far = b;
-        } else {
-            if (a > far) idle += a - far;
-            if (b > far) far = b;
-        }
-        s[i] = a;
-        emax[i] = far;
-        holes[i] = idle;
+        extend(i, start[row], end[row], &far, &idle, s, emax, holes);
     }
     return 0;
 }

@@ -76,8 +76,11 @@ def _same_length(*columns: np.ndarray) -> bool:
     return len({len(c) for c in columns}) == 1
 
 
-def _exact(a: np.ndarray, dtype) -> bool:
-    return isinstance(a, np.ndarray) and a.dtype == dtype and a.flags.c_contiguous
+def _exact(dtype, *arrays: np.ndarray) -> bool:
+    """Whether each is a contiguous array of exactly ``dtype``."""
+    return all(
+        isinstance(a, np.ndarray) and a.dtype == dtype and a.flags.c_contiguous for a in arrays
+    )
 
 
 def _p(a: np.ndarray) -> int:
@@ -96,7 +99,7 @@ def first_last(
     ``end`` (int64; ``INT64_MAX``/``INT64_MIN`` where there is no row), as the reference's
     ``minimum.at``/``maximum.at`` leave them; or None."""
     fn = _function("first_last")
-    if fn is None or not (_ints(group) and _exact(start, np.int64) and _exact(end, np.int64)):
+    if fn is None or not (_ints(group) and _exact(np.int64, start, end)):
         return None
     if not _same_length(group, start, end):
         return None
@@ -129,10 +132,9 @@ def class_counts(
     fn = _function("class_counts")
     if fn is None or not (
         _ints(step, nbytes, corr)
-        and _exact(where, np.int64)
-        and _exact(kind, np.int8)
-        and _exact(copy, np.int8)
-        and _exact(in_graph, np.bool_)
+        and _exact(np.int64, where)
+        and _exact(np.int8, kind, copy)
+        and _exact(np.bool_, in_graph)
         and _same_length(step, kind, in_graph, copy, nbytes, corr)
     ):
         return None
@@ -176,12 +178,9 @@ def pattern_sums(
     (name, full), (name_ok, full_ok) = names, matching
     if fn is None or not (
         _ints(step, name, full)
-        and _exact(where, np.int64)
-        and _exact(kind, np.int8)
-        and _exact(name_ok, np.bool_)
-        and _exact(full_ok, np.bool_)
-        and _exact(start, np.int64)
-        and _exact(end, np.int64)
+        and _exact(np.int64, where, start, end)
+        and _exact(np.int8, kind)
+        and _exact(np.bool_, name_ok, full_ok)
         and _same_length(step, kind, name, full, start, end)
     ):
         return None
@@ -203,9 +202,8 @@ def anchor_heads(
     fn = _function("anchor_heads")
     if fn is None or not (
         _ints(anchor)
-        and _exact(start, np.int64)
-        and _exact(end, np.int64)
-        and _exact(api, np.float64)
+        and _exact(np.int64, start, end)
+        and _exact(np.float64, api)
         and _same_length(anchor, start, end, api)
     ):
         return None
@@ -229,7 +227,7 @@ def coverage_merged(
     """:func:`coverage_prefix` of intervals in start order where their starts are a few
     sorted runs, merged in one pass (no sort of the rows, no order of them); or None."""
     fn = _function("coverage_merge")
-    if fn is None or not (_exact(starts, np.int64) and _exact(ends, np.int64)):
+    if fn is None or not _exact(np.int64, starts, ends):
         return None
     n = len(starts)
     if not n or len(ends) != n:
@@ -251,7 +249,7 @@ def coverage_prefix(
     :func:`.coverage.union_coverage` (int64), in one pass where the reference gathers and
     accumulates in seven; or None."""
     fn = _function("coverage_prefix")
-    if fn is None or not (_exact(starts, np.int64) and _exact(ends, np.int64)):
+    if fn is None or not _exact(np.int64, starts, ends):
         return None
     if not _same_length(starts, ends):
         return None
@@ -296,10 +294,9 @@ def launch_lookup(
         or gtid_stride is None
         or pid.dtype.kind != "i"
         or a_gtid.dtype != np.int64
-        or not (_ints(corr, table) and _exact(a_start, np.int64))
-        or not (_exact(start, np.float64) and _exact(tid, np.int32))
-        or not all(_exact(a, np.int64) for a in (tables.pids, tables.lows, tables.spans))
-        or not _exact(tables.bases, np.int64)
+        or not (_ints(corr, table) and _exact(np.int64, a_start))
+        or not (_exact(np.float64, start) and _exact(np.int32, tid))
+        or not _exact(np.int64, tables.pids, tables.lows, tables.spans, tables.bases)
         or not len(tables.pids)
         or len(a_gtid) != len(a_start)
         or not _same_length(pid, corr, start, tid)
@@ -325,9 +322,8 @@ def interval_lookup(t: np.ndarray, starts: np.ndarray, ends: np.ndarray, out: np
     int64, another dtype): ``out`` is then left to the reference."""
     fn = _function("interval_lookup")
     if fn is None or not (
-        _exact(t, np.float64)
-        and _exact(starts, np.int64)
-        and _exact(ends, np.int64)
+        _exact(np.float64, t)
+        and _exact(np.int64, starts, ends)
         and len(starts) == len(ends)
         and out.dtype in (np.int32, np.int64)
         and out.flags.c_contiguous

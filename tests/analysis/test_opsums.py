@@ -7,7 +7,6 @@ exports, the same to the bit; values outside a reference's range are left to it.
 from __future__ import annotations
 
 import itertools
-import os
 from pathlib import Path
 
 import numpy as np
@@ -25,20 +24,10 @@ DATA = Path(__file__).resolve().parents[1] / "data"
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory):
+def built(native_cache):
     """The compiled loops, in a cache of this module's own (skipped without a compiler)."""
-    cache = tmp_path_factory.mktemp("native-cache")
-    old = os.environ.get("SPECSCOPE_CACHE")
-    os.environ["SPECSCOPE_CACHE"] = str(cache)
-    try:
-        if native.built(native.OPSUMS)[0] is None:
-            pytest.skip("no C compiler here: the sums stay in numpy")
-        yield
-    finally:
-        if old is None:
-            del os.environ["SPECSCOPE_CACHE"]
-        else:
-            os.environ["SPECSCOPE_CACHE"] = old
+    if native.built(native.OPSUMS)[0] is None:
+        pytest.skip("no C compiler here: the sums stay in numpy")
 
 
 def _reference(monkeypatch, fn, *args):

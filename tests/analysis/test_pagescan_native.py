@@ -25,21 +25,12 @@ TEXT = ("TEXT",)
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory):
+def built(native_cache):
     """The compiled fast path, in a cache of this module's own (skipped without a compiler)."""
-    cache = tmp_path_factory.mktemp("native-cache")
-    old = os.environ.get("SPECSCOPE_CACHE")
-    os.environ["SPECSCOPE_CACHE"] = str(cache)
-    try:
-        fn = native.library()
-        if fn is None:
-            pytest.skip("no C compiler here: the page scan stays in numpy")
-        yield fn
-    finally:
-        if old is None:
-            del os.environ["SPECSCOPE_CACHE"]
-        else:
-            os.environ["SPECSCOPE_CACHE"] = old
+    fn = native.library()
+    if fn is None:
+        pytest.skip("no C compiler here: the page scan stays in numpy")
+    return fn
 
 
 def _scan_of(path: Path, table: str, all_columns: bool = True) -> TableScan | None:
