@@ -19,7 +19,7 @@ NSYS=/opt/nvidia/nsight-compute/2025.3.1/host/target-linux-x64/nsys
 log=$OUT/compare.log
 { python3 -c "import numpy, pandas, sys; print('python', sys.version.split()[0], 'numpy', numpy.__version__, 'pandas', pandas.__version__)"; which cc gcc; nproc; } >"$log" 2>&1
 python3 -m specscope doctor --no-probe 2>&1 | grep reader >>"$log"
-timeout 330 bash scripts/real/sweep.sh "$OUT/sweep" >/dev/null 2>&1
+timeout 330 bash "$repo/scripts/real/sweep.sh" "$OUT/sweep" >/dev/null 2>&1
 cp "$OUT/sweep/sweep.log" "$OUT/sweep.log" 2>/dev/null
 mkdir -p /tmp/ex && tar -C /tmp/ex -xJf "$OUT/sweep/sweep_exports.tar.xz" 2>>"$log"
 rm -rf "$OUT/sweep"
