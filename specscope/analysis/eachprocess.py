@@ -44,7 +44,10 @@ def each_process(trace: Trace, pids: list[int], work: Callable[[int], T]) -> lis
     """``[work(pid) for pid in pids]`` (module doc)."""
     if len(pids) < 2 or threads() < 2 or len(trace.ops) < MIN_ROWS:
         return [work(pid) for pid in pids]
-    _shared(trace)
+    try:
+        _shared(trace)
+    except Exception:  # (what fails here fails, or not, in each process' analysis as before)
+        return [work(pid) for pid in pids]
     with ThreadPoolExecutor(2, thread_name_prefix="process") as pool:
         futures = [pool.submit(work, pid) for pid in pids]
         out = []

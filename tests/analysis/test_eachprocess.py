@@ -85,3 +85,19 @@ def test_one_process_small_exports_or_one_thread_stay_in_order(monkeypatch):
     assert seen == [(5, True), (4, True), (7, True), (6, True)]
     monkeypatch.setenv("SPECSCOPE_PROCESS_THREADS", "nonsense")  # (the default: the CPUs)
     assert eachprocess.threads() in (1, 2)
+
+
+def test_what_fails_before_the_threads_is_left_to_each_process(monkeypatch):
+    """A read every process needs that fails (a damaged table): no thread is started, and each
+    process' analysis meets the failure as it did one after the other."""
+    monkeypatch.setenv("SPECSCOPE_PROCESS_THREADS", "2")
+    monkeypatch.setattr(eachprocess, "MIN_ROWS", 0)
+
+    def damaged(trace):
+        raise SpecError("a damaged table")
+
+    monkeypatch.setattr(eachprocess, "_shared", damaged)
+    on = []
+    got = eachprocess.each_process(load(EXPORTS[0]), [1, 2], lambda pid: on.append(
+        threading.current_thread() is threading.main_thread()) or pid)  # fmt: skip
+    assert got == [1, 2] and on == [True, True]
