@@ -1,5 +1,7 @@
-/* One pass over the GPU operations for the per-step sums of specscope.analysis.metrics and
-   specscope.analysis.gaps, where numpy makes a dozen (a temporary per operation each).
+/* One pass over the GPU operations for the per-step sums of specscope.analysis.metrics,
+   .gaps and .coverage, and for what the operations frame and the steps need first (launch
+   calls, name codes, each device's rows together, each operation's step), where numpy makes a
+   dozen (a temporary per operation each).
 
    Each function is the C loop of a numpy reference that stays in Python beside its caller
    (specscope.analysis.opsums says which), with the same results to the bit: integer sums are

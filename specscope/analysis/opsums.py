@@ -3,10 +3,14 @@
 The window, count and gap metrics reduce the operations by step or anchor instance: first
 start and last end per step (:func:`.metrics._first_last`), ops per step and class
 (:func:`.metrics._class_counts`), the head operation of each anchor instance
-(:func:`.gaps.anchor_extents`). In numpy each is a dozen passes over the operations, with a
-temporary per operation each and ``ufunc.at`` (slow scattered updates); the C loops make one
-pass (2 M GPU ops: 0.06 s of class counts and 0.02 s of ``_first_last`` on one core became a
-few ms each: ``bench/README.md``).
+(:func:`.gaps.anchor_extents`), the union coverage's prefix (:mod:`.coverage`). Before them,
+the operations frame and the steps need each operation's launch call (:meth:`.loader.Trace
+._launches`), its names' categorical codes (:func:`.loader._unique_inverse`), each device's
+rows together (:func:`.loader.by_device`) and its step and anchor (:func:`.steps
+._lookup_runs`). In numpy each is a dozen passes over the operations, with a temporary per
+operation each and ``ufunc.at`` (slow scattered updates); the C loops make one pass (2 M GPU
+ops: about 0.25 s of one core's work after the read became a few ms each; ``bench/README.md``,
+twelfth session).
 
 Each function here returns None where the C loop cannot be used: :mod:`.native` did not build
 it (no compiler, ``SPECSCOPE_NATIVE=0``), a column is not a contiguous array of the dtypes the
