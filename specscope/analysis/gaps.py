@@ -112,7 +112,10 @@ def anchor_extents(steps: Steps) -> pd.DataFrame:
 
 
 def _anchor_extents_c(ops: pd.DataFrame, anchor: np.ndarray, n: int) -> pd.DataFrame | None:
-    """:func:`anchor_extents` by the C loop of :mod:`.opsums`, or None."""
+    """:func:`anchor_extents` by the C loop of :mod:`.opsums`, or None (also without anchors:
+    the reference then reads no operation)."""
+    if not n:
+        return None
     api = ops["api_start_ns"].to_numpy()
     times = ops["start_ns"].to_numpy(), ops["end_ns"].to_numpy()
     if (got := opsums.anchor_heads(anchor, n, *times, api)) is None:

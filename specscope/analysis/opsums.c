@@ -1,7 +1,7 @@
 /* One pass over the GPU operations for the per-step sums of specscope.analysis.metrics,
-   .gaps and .coverage, and for what the operations frame and the steps need first (launch
-   calls, name codes, each device's rows together, each operation's step), where numpy makes a
-   dozen (a temporary per operation each).
+   .gaps and .coverage, and for what the operations frame needs first (launch calls, name
+   codes, each device's rows together), where numpy makes a dozen (a temporary per operation
+   each).
 
    Each function is the C loop of a numpy reference that stays in Python beside its caller
    (specscope.analysis.opsums says which), with the same results to the bit: integer sums are
@@ -187,37 +187,6 @@ int64_t launch_lookup(int64_t n, const void *pid, int pw, int64_t pid_stride, co
         if (row >= n_calls) return -1;
         start_out[i] = (double)a_start[row];
         tid_out[i] = (int32_t)(a_gtid[row * gtid_stride] & 0xFFFFFF);
-    }
-    return 0;
-}
-
-/* steps._lookup_runs for one set of intervals: the index of the interval (starts sorted,
-   disjoint) holding each launch time t (float ns, taken as int64 as numpy's astype takes it),
-   start <= t < end, else -1; a run of equal times looked up once. out: int32 or int64. */
-int64_t interval_lookup(int64_t n, const double *t, const int64_t *starts, const int64_t *ends,
-                        int64_t m, void *out, int ow) {
-    double prev = NAN;
-    int64_t index = -1, lo = 0;  /* lo: the first start above the last time looked up */
-    for (int64_t i = 0; i < n; i++) {
-        double x = t[i];
-        if (isnan(x) || !(x >= -9223372036854775808.0 && x < 9223372036854775808.0)) return -1;
-        if (i == 0 || x != prev) {
-            int64_t v = (int64_t)x;
-            /* launch times mostly increase: the next few starts first, then a binary search */
-            int steps = 0;
-            if (lo > 0 && starts[lo - 1] > v) lo = 0, steps = 8;
-            while (steps < 8 && lo < m && starts[lo] <= v) lo++, steps++;
-            if (steps == 8) {
-                int64_t hi = m;
-                while (lo < hi) {
-                    int64_t mid = lo + (hi - lo) / 2;
-                    if (starts[mid] <= v) lo = mid + 1; else hi = mid;
-                }
-            }
-            index = (lo > 0 && v < ends[lo - 1]) ? lo - 1 : -1;
-            prev = x;
-        }
-        if (ow == 4) ((int32_t *)out)[i] = (int32_t)index; else ((int64_t *)out)[i] = index;
     }
     return 0;
 }

@@ -4,13 +4,11 @@ The window, count and gap metrics reduce the operations by step or anchor instan
 start and last end per step (:func:`.metrics._first_last`), ops per step and class
 (:func:`.metrics._class_counts`), the head operation of each anchor instance
 (:func:`.gaps.anchor_extents`), the union coverage's prefix (:mod:`.coverage`). Before them,
-the operations frame and the steps need each operation's launch call (:meth:`.loader.Trace
-._launches`), its names' categorical codes (:func:`.loader._unique_inverse`), each device's
-rows together (:func:`.loader.by_device`) and its step and anchor (:func:`.steps
-._lookup_runs`). In numpy each is a dozen passes over the operations, with a temporary per
-operation each and ``ufunc.at`` (slow scattered updates); the C loops make one pass (2 M GPU
-ops: about 0.25 s of one core's work after the read became a few ms each; ``bench/README.md``,
-twelfth session).
+the operations frame needs each operation's launch call (:meth:`.loader.Trace._launches`), its
+names' categorical codes (:func:`.loader._unique_inverse`) and each device's rows together
+(:func:`.loader.by_device`). In numpy each is a dozen passes over the operations, with a
+temporary per operation each and ``ufunc.at`` (slow scattered updates); the C loops make one
+pass (2 M GPU ops: ``bench/bench_opsums.py`` times each against its reference).
 
 Each function here returns None where the C loop cannot be used: :mod:`.native` did not build
 it (no compiler, ``SPECSCOPE_NATIVE=0``), a column is not a contiguous array of the dtypes the
@@ -44,7 +42,6 @@ _SIGNATURES = {
     "scatter_rows": [_I, _P, _P, _P, _W, _P],
     "codes_present": [_I, _P, _W, _I, _I, _P],
     "codes_remap": [_I, _P, _W, _I, _I, _P, _P, _W],
-    "interval_lookup": [_I, _P, _P, _P, _I, _P, _W],
     "launch_lookup": [_I, _P, _W, _I, _P, _W, _I, _P, _P, _P, _P, _P, _W, _I, _I, _P, _P, _I]
     + [_P, _P],
 }
@@ -317,25 +314,6 @@ def launch_lookup(
         tid[:] = -1
         return False
     return True
-
-
-def interval_lookup(t: np.ndarray, starts: np.ndarray, ends: np.ndarray, out: np.ndarray) -> bool:
-    """Fill ``out`` (int32 or int64) with :func:`.steps.interval_index` of each launch time
-    ``t`` (float64 ns) among the intervals (``starts`` sorted, disjoint, int64), as
-    :func:`.steps._lookup_runs` does; False where the C loop cannot (a NaN time, one beyond
-    int64, another dtype): ``out`` is then left to the reference."""
-    fn = _function("interval_lookup")
-    if fn is None or not (
-        _exact(np.float64, t)
-        and _exact(np.int64, starts, ends)
-        and len(starts) == len(ends)
-        and out.dtype in (np.int32, np.int64)
-        and out.flags.c_contiguous
-        and len(out) == len(t)
-    ):
-        return False
-    got = fn(len(t), _p(t), _p(starts), _p(ends), len(starts), _p(out), out.dtype.itemsize)
-    return got >= 0
 
 
 class DeviceScatter:

@@ -32,7 +32,6 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from specscope.analysis import opsums
 from specscope.analysis.launch_steps import launch_steps, pick_thread
 from specscope.analysis.loader import (
     CHUNK_ROWS,
@@ -131,8 +130,6 @@ def _lookup_runs(t: np.ndarray, *intervals: tuple[np.ndarray, np.ndarray]) -> li
     time (a run cut by a chunk's end is looked up once per piece, to the same index): an eager
     export's runs are its ops, and runs of every op took 0.6 GB of temporaries at 20 M."""
     out = [np.empty(len(t), dtype=op_index_dtype(len(s))) for s, _ in intervals]
-    if all(opsums.interval_lookup(t, s, e, o) for (s, e), o in zip(intervals, out, strict=True)):
-        return out  # (one C loop each: opsums.py; what follows is the reference)
     for lo in range(0, len(t), CHUNK_ROWS):
         chunk = t[lo : lo + CHUNK_ROWS]
         first = np.flatnonzero(chunk[1:] != chunk[:-1])  # the last op of each run but the last

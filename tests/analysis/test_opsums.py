@@ -163,7 +163,6 @@ def test_values_outside_the_references_range_are_left_to_them(built, monkeypatch
     assert opsums.first_last(np.zeros(9, np.int32), 3, start, start) is None
     assert opsums.anchor_heads(np.zeros(9, np.int32), 3, start, start, api) is None
     assert opsums.coverage_prefix(start, start[:3], None) is None
-    assert not opsums.interval_lookup(api, start, start, np.empty(2, np.int32))
     # a step past the steps: IndexError from the reference, as before the loops
     steps = _random_steps(np.random.default_rng(2), 100, 5, np.int32, True)
     steps.ops.loc[3, "step"] = 7
@@ -257,30 +256,6 @@ def test_launch_calls_of_the_operations_alike(built, monkeypatch, name):
     pid, corr = ops["pid"].to_numpy(), ops["correlation_id"].to_numpy()
     assert opsums.launch_lookup(pid, corr, tables, a_start, a_gtid, start, tid)
     assert np.array_equal(start, ops["api_start_ns"].to_numpy(), equal_nan=True)
-
-
-@pytest.mark.parametrize("n,m", [(1, 1), (10_000, 50), (CHUNK_ROWS + 999, 3_000), (500, 0)])
-def test_launch_times_find_their_intervals_alike(built, monkeypatch, n, m):
-    """Launch times in runs of equal times, before, between, on the bounds of and after the
-    intervals, fractional and negative: the interval of each as numpy finds it."""
-    from specscope.analysis.steps import _lookup_runs
-
-    rng = np.random.default_rng(n + m)
-    starts = np.sort(rng.choice(np.arange(0, 40 * max(m, 1), 2), m, replace=False)) * 10
-    ends = starts + rng.integers(0, 25, m) * 10
-    ends[:-1] = np.minimum(ends[:-1], starts[1:])  # (disjoint)
-    t = np.repeat(rng.integers(-50, 400 * max(m, 1) + 50, n // 3 + 1), 3)[:n].astype(np.float64)
-    t[rng.random(n) < 0.3] += rng.choice([0.5, -0.5, 0.999])
-    t[: min(n, 5)] = [-1.5, 0.0, 0.5, -0.0, 1e9][: min(n, 5)]
-    intervals = [(starts, ends), (starts[::2].copy(), ends[::2].copy())]
-    got = _lookup_runs(t, *intervals)
-    want = _reference(monkeypatch, _lookup_runs, t, *intervals)
-    for a, b in zip(got, want, strict=True):
-        assert a.dtype == b.dtype and np.array_equal(a, b)
-    out = np.empty(n, dtype=np.int32)
-    assert opsums.interval_lookup(t, starts, ends, out)
-    t[-1] = np.nan  # (left to the reference)
-    assert not opsums.interval_lookup(t, starts, ends, out)
 
 
 @pytest.mark.parametrize("n_devices,n", [(1, 10), (3, 50_000), (8, 5_000), (2, 1)])
