@@ -23,7 +23,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
-from specscope.analysis.loader import RUNTIME, Trace, device_stretches, process_devices
+from specscope.analysis.loader import RUNTIME, Trace, process_devices
 
 T = TypeVar("T")
 
@@ -71,5 +71,4 @@ def _shared(trace: Trace) -> None:
     if trace.has(RUNTIME):
         trace._runtime  # noqa: B018
         trace._calls_in_id_order  # noqa: B018
-    device_stretches(trace)
-    process_devices(trace)
+    process_devices(trace)  # (and device_stretches, which it reads)

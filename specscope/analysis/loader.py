@@ -1021,11 +1021,9 @@ def by_device(columns: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     names = list(columns)  # (their order)
     grouped = {"device_id": np.repeat(ids, counts).astype(device.dtype, copy=False)}
     scatter = DeviceScatter(device, ids, counts)  # (the C loop: opsums.py)
-    if scatter.fn is not None:
-        order = scatter  # (each column moved in C; the order of the rows never made)
-    else:  # the reference: each column gathered in the order of the rows
-        small = np.int32 if len(device) < np.iinfo(np.int32).max else np.int64
-        order = np.concatenate([np.flatnonzero(device == d).astype(small) for d in ids])
+    # each column moved in C (the order of the rows never made), else the reference: each
+    # column gathered in the order of the rows
+    order = scatter if scatter.fn is not None else scatter.rows
     del columns["device_id"], device
     theirs = {name: columns.pop(name) for name in list(columns)[1::2]}
     other = beside(len(grouped["device_id"]), _gathered, theirs, order)
@@ -1054,7 +1052,7 @@ def _gathered(
             out[name] = values
         elif isinstance(order, DeviceScatter):
             moved = order.column(values, spare.pop(values.nbytes, None))
-            out[name] = moved if moved is not None else values[order.rows()]
+            out[name] = moved if moved is not None else values[order.rows]
             if moved is not None and _only_here(values):
                 spare[values.nbytes] = values
         else:

@@ -222,6 +222,8 @@ def _host_metrics(trace: Trace, steps: Steps) -> pd.DataFrame:
     nested = pd.DataFrame(
         {
             "step": in_step[ok],
+            # (objects: pandas' default string dtype would copy each name into Arrow where
+            # pyarrow is loaded, as for steps.py's anchors)
             "name": pd.Series(np.asarray(nvtx["name"].array[rows], dtype=object), dtype=object),
             "us": (end[ok] - start[ok]) / 1e3,
         }
@@ -324,15 +326,15 @@ def _class_counts(steps: Steps, patterns: list[str]) -> dict:
     n_class = len(KINDS) * 2 * n_copy
     memcpy, kernel = KINDS.index("memcpy"), KINDS.index("kernel")
     unified = COPY_KINDS.index("unified")
+    matching = {p: _matching_codes(ops, p) for p in patterns}  # (a bool per op: per chunk)
+    columns = (step, where, kind, in_graph, copy, nbytes, corr, start, end)
+    if (fast := _class_counts_c(ops, len(kept), columns, matching)) is not None:
+        return fast  # (the C loops: opsums.py; what follows is their reference)
     by_class = np.zeros(len(kept) * n_class, dtype=np.int64)
     sums = {"eager_bytes": np.zeros(len(kept))}
     for p in patterns:
         sums[f"kernels:{p}"] = np.zeros(len(kept), dtype=np.int64)
         sums[f"kernel_us:{p}"] = np.zeros(len(kept))
-    matching = {p: _matching_codes(ops, p) for p in patterns}  # (a bool per op: per chunk)
-    columns = (step, where, kind, in_graph, copy, nbytes, corr, start, end)
-    if (fast := _class_counts_c(ops, len(kept), columns, matching)) is not None:
-        return fast  # (the C loops: opsums.py; what follows is their reference)
     launches = []
     for lo in range(0, len(ops), CHUNK_ROWS):
         rows = slice(lo, lo + CHUNK_ROWS)

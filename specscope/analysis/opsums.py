@@ -20,6 +20,7 @@ runs its numpy code, the reference, which stays beside it; the results are the s
 from __future__ import annotations
 
 import ctypes
+import functools
 
 import numpy as np
 
@@ -321,7 +322,7 @@ class DeviceScatter:
     stretch in one pass (numpy gathers every column by an order of the rows: 0.85 s for the
     8 M GPU operations of 4 ranks). ``device``: the device of each row (integers), ``ids``
     the devices in order and ``counts`` their rows; :attr:`fn` is None, and :meth:`column`
-    None, where the C loops cannot run (the reference's gather then: :meth:`rows`)."""
+    None, where the C loops cannot run (the reference's gather then: :attr:`rows`)."""
 
     def __init__(self, device: np.ndarray, ids: np.ndarray, counts: np.ndarray):
         self.fn = _function("scatter_rows")
@@ -348,15 +349,12 @@ class DeviceScatter:
         if not np.array_equal(np.bincount(self.slot, minlength=len(ids)), counts):
             self.fn = None
 
+    @functools.cached_property
     def rows(self) -> np.ndarray:
-        """The order of the rows that puts each device's together (the reference's)."""
-        if not hasattr(self, "_rows"):
-            small = np.int32 if len(self.device) < np.iinfo(np.int32).max else np.int64
-            ids = self.ids
-            self._rows = np.concatenate(
-                [np.flatnonzero(self.device == d).astype(small) for d in ids]
-            )
-        return self._rows
+        """The order of the rows that puts each device's together: the reference, whose
+        gather of each column :func:`.loader.by_device` makes where :meth:`column` cannot."""
+        small = np.int32 if len(self.device) < np.iinfo(np.int32).max else np.int64
+        return np.concatenate([np.flatnonzero(self.device == d).astype(small) for d in self.ids])
 
     def column(self, values: np.ndarray, into: np.ndarray | None = None) -> np.ndarray | None:
         """``values`` with each device's rows together, or None; written into the memory of

@@ -241,8 +241,8 @@ def _nvtx_steps(
         anchor_rows = anchor_rows[anchor_rows["domain"] == spec.domain]
     anchors = anchor_rows.sort_values("start_ns", kind="stable")
     anchors = pd.DataFrame(
-        {  # (names kept as objects: pandas' default string dtype copies each into Arrow,
-            # 17 ms for the 34 000 anchors of 2 M GPU ops)
+        {  # (names kept as objects: where pyarrow is loaded, pandas' default string dtype
+            # copies each into Arrow, 17 ms for the 34 000 anchors of 2 M GPU ops)
             "name": pd.Series(anchors["name"].to_numpy(dtype=object), dtype=object),
             "start_ns": anchors["start_ns"].to_numpy(),
             "end_ns": anchors["end_ns"].to_numpy(),
