@@ -24,6 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
 from specscope.analysis.loader import RUNTIME, Trace, process_devices
+from specscope.analysis.parallel import usable_cpus
 
 T = TypeVar("T")
 
@@ -36,8 +37,7 @@ def threads() -> int:
     env = os.environ.get("SPECSCOPE_PROCESS_THREADS", "")
     if env.strip().isdigit():
         return max(1, min(2, int(env)))
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return 2 if (cpus or 1) >= 2 else 1
+    return 2 if usable_cpus() >= 2 else 1
 
 
 def each_process(trace: Trace, pids: list[int], work: Callable[[int], T]) -> list[T]:

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
 
+from specscope.analysis.parallel import usable_cpus
 from specscope.analysis.run import DEFAULT_OPTIONS, Analysis, AnalyzeOptions
 from specscope.analysis.spec import StepSpec
 from specscope.errors import SpecscopeError
@@ -86,8 +87,7 @@ def _init_worker(read_threads: int) -> None:
 
 
 def default_jobs(n_exports: int) -> int:
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return max(1, min(n_exports, cpus or 1))
+    return max(1, min(n_exports, usable_cpus()))
 
 
 def analyze_many(

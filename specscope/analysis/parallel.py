@@ -15,6 +15,7 @@ nothing is computed twice or read while it changes.
 
 from __future__ import annotations
 
+import os
 from concurrent.futures import Future, ThreadPoolExecutor
 
 BESIDE_MIN_ROWS = 1 << 18
@@ -36,3 +37,10 @@ def beside(rows: int, fn, *args) -> Future:
         return pool.submit(fn, *args)
     finally:
         pool.shutdown(wait=False)  # the thread ends with its one task
+
+
+def usable_cpus() -> int:
+    """How many CPUs this process may run on."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1

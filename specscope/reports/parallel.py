@@ -46,6 +46,8 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
+from specscope.analysis.parallel import usable_cpus  # (the reports call it here)
+
 Job = Callable[[], object]
 WARM_SPARE = 0.5  # CPUs the load average must leave free for a warm child (module doc)
 
@@ -53,13 +55,6 @@ WARM_SPARE = 0.5  # CPUs the load average must leave free for a warm child (modu
 def can_fork() -> bool:
     """Whether forking is safe here: POSIX ``fork`` and no other Python thread (module doc)."""
     return hasattr(os, "fork") and threading.active_count() == 1
-
-
-def usable_cpus() -> int:
-    """How many CPUs this process may run on."""
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
 
 
 def spare_cpus(n: float) -> bool:
