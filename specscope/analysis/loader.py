@@ -595,6 +595,9 @@ class Trace:
         if isinstance(rows, IdTables):  # (one C loop: opsums.py; what follows, the reference)
             if opsums.launch_lookup(pid, corr, rows, a_start, a_gtid, start, tid):
                 return start, tid
+        if isinstance(rows, SortedIds):  # (the same, an eager export's sparse ids)
+            if opsums.sorted_lookup(pid, corr, rows, a_start, a_gtid, start, tid):
+                return start, tid
         for lo in range(0, len(pid), CHUNK_ROWS):  # small temporaries, reused chunk to chunk
             chunk = slice(lo, lo + CHUNK_ROWS)
             row = rows(pid[chunk], corr[chunk])
@@ -873,18 +876,28 @@ def _in_id_order(a_pid: np.ndarray, a_corr: np.ndarray) -> bool:
     return bool(len(a_pid)) and one_valued(a_pid) and increasing(a_corr)
 
 
-def _by_sorted_ids(a_pid: int, a_corr: np.ndarray):
+def _by_sorted_ids(a_pid: int, a_corr: np.ndarray) -> SortedIds:
     """:func:`_call_rows`'s lookup where every call is of one process and their ids increase
     (as nsys writes one process' calls), but sparsely (CUPTI gives ids to the driver calls it
     does not record: 6.5 ids per recorded call in an eager PyTorch export): a search among the
     ids as they are, without sorting them."""
+    return SortedIds(a_pid, a_corr)
 
-    def by_sorted(pid: np.ndarray, corr: np.ndarray) -> np.ndarray:
+
+@dataclass(frozen=True, eq=False)
+class SortedIds:
+    """:func:`_by_sorted_ids`' lookup: the calls all of process ``pid``, their correlation
+    ``ids`` increasing. Called as ``rows(pid, corr)`` (a search per pair, the reference);
+    :func:`.opsums.sorted_lookup` finds each id from the last one's place in C."""
+
+    pid: int
+    ids: np.ndarray
+
+    def __call__(self, pid: np.ndarray, corr: np.ndarray) -> np.ndarray:
+        a_corr = self.ids
         i = np.minimum(np.searchsorted(a_corr, corr), len(a_corr) - 1)
-        hit = (corr > 0) & (pid == a_pid) & (a_corr[i] == corr)
+        hit = (corr > 0) & (pid == self.pid) & (a_corr[i] == corr)
         return np.where(hit, i, -1)
-
-    return by_sorted
 
 
 def _key_order(a_pid: np.ndarray, a_keys: np.ndarray) -> np.ndarray | None:

@@ -77,7 +77,7 @@ def one_value_view(values: np.ndarray) -> np.ndarray:
     launching thread for every operation: 12 bytes per op (240 MB at 20 M ops) that need not
     exist. Frames never write into their columns (pandas' copy-on-write), the loader's arrays
     are only read, and a filter or a copy gives an ordinary array again."""
-    if not len(values) or len(values) < ONE_VALUE_MIN_ROWS:
+    if not len(values) or len(values) < ONE_VALUE_MIN_ROWS or values.strides == (0,):
         return values
     if values[0] != values.min() or values[0] != values.max():
         return values

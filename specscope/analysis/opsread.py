@@ -50,6 +50,7 @@ from specscope.analysis.sqlread import (
     SPLIT32,
     SPLIT32_UNIFORM,
     SQLITE_MAGIC,
+    UNIFORM64,
     allocate_with,
     columnar_connection,
     int_columns,
@@ -139,6 +140,11 @@ def runtime_sql(have: set[str]) -> str:
     return adapt(_RUNTIME_SQL, have)
 
 
+_RUNTIME_DTYPES = ("i8", "i8", UNIFORM64, NARROW32, NARROW32)
+"""Of the page scans of the CUDA API calls: start, end, globalTid (one thread's calls: one
+value), correlation id and name id (int32 where they fit, as :mod:`.memory` narrows them)."""
+
+
 def read_runtime(
     con: sqlite3.Connection, columnar, sql: str, path: Path | None = None
 ) -> list[np.ndarray]:
@@ -146,7 +152,17 @@ def read_runtime(
     narrower on large exports: :mod:`.memory`), read by ``sql`` (:func:`runtime_sql`), or
     with ``path`` (the export's file) by a page scan where its pages are decoded
     (:func:`.opsscan.runtime_parts`)."""
-    cols = opsscan.read_scanned(path, 5, opsscan.runtime_parts, sql)
+    cols = None
+    parts = opsscan.scanned_parts(path, opsscan.runtime_parts, sql, read_threads())
+    if parts:  # pieces of the table on threads, into columns as narrow as they end up (a
+        # piece a scan refuses is read by its SQL, on a connection of this thread's own)
+        own = sqlite3.connect(readonly_uri(path), uri=True) if con is None else None
+        try:
+            cols = int_columns_many(con or own, lambda: None, parts, 5, _RUNTIME_DTYPES,
+                                    threads=read_threads())  # fmt: skip
+        finally:
+            if own is not None:
+                own.close()
     if cols is None:
         cols = int_columns(con, columnar, sql, 5)
     cols[2] = one_value_view(cols[2])  # one launching thread: one element

@@ -89,9 +89,17 @@ def scan_parts(
     return table_parts(path, table, wanted_names, op_values(kind, execs), select, parts)
 
 
-def runtime_parts(path: Path, select: str) -> list[tuple[ScanQuery, int]]:
+RUNTIME_PART_ROWS = 1 << 20
+"""A CUDA API calls table of more rows than this (by rowid range) is read in ``2 * threads``
+page-scan parts (:func:`runtime_parts`), fewer in one."""
+
+
+def runtime_parts(path: Path, select: str, threads: int = 1) -> list[tuple[ScanQuery, int]]:
     """The CUPTI_ACTIVITY_KIND_RUNTIME table's read (:func:`.opsread.runtime_sql`: start, end,
-    globalTid or 0, correlationId or 0, nameId or -1) as one page-scan part."""
+    globalTid or 0, correlationId or 0, nameId or -1) as page-scan parts: one, or where the
+    table is larger than :data:`RUNTIME_PART_ROWS` and ``threads`` > 1, two per thread (the 40
+    M calls of an eager export: on one thread, read alone for seconds after the GPU
+    operations' threads were done)."""
     names = ("start", "end", "globalTid", "correlationId", "nameId")
 
     def values(cols: dict[str, Column]) -> list[np.ndarray]:
@@ -99,7 +107,10 @@ def runtime_parts(path: Path, select: str) -> list[tuple[ScanQuery, int]]:
         defaults = (NULL_INT, NULL_INT, 0, 0, -1)
         return [_coalesce(cols, n, c, d) for c, d in zip(names, defaults, strict=True)]
 
-    return table_parts(path, opsread.RUNTIME, names, values, select, 1)
+    parts = table_parts(path, opsread.RUNTIME, names, values, select, 1)
+    if threads > 1 and sum(bound for _, bound in parts) > RUNTIME_PART_ROWS:
+        parts = table_parts(path, opsread.RUNTIME, names, values, select, 2 * threads)
+    return parts
 
 
 def nvtx_parts(path: Path, select: str) -> list[tuple[ScanQuery, int]]:

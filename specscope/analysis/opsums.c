@@ -191,6 +191,60 @@ int64_t launch_lookup(int64_t n, const void *pid, int pw, int64_t pid_stride, co
     return 0;
 }
 
+/* The first k in [0, n] with ids[k] >= x (numpy's searchsorted, side left; ids increasing),
+   looked for from k = hint outwards in steps that double (a gallop), then by halving: the
+   operations' ids mostly follow the calls' order, so each is found a step or two from the
+   last one's, where a search from the middle of 40 M calls misses the cache at every halving. */
+static int64_t lower_bound_from(const void *ids, int w, int64_t n, int64_t x, int64_t hint) {
+    int64_t lo, hi, step = 1;  /* the answer lies in [lo, hi]; ids[lo - 1] < x <= ids[hi] */
+    if (hint > n) hint = n;
+    if (hint < 0) hint = 0;
+    if (hint < n && at(ids, w, hint) < x) {  /* to the right of hint */
+        lo = hint + 1;
+        hi = hint + 1;
+        while (hi < n && at(ids, w, hi) < x) {
+            lo = hi + 1;
+            hi += step;
+            step <<= 1;
+        }
+        if (hi > n) hi = n;
+    } else {  /* at or to the left of hint */
+        hi = hint;
+        lo = hint;
+        while (lo > 0 && at(ids, w, lo - 1) >= x) {
+            hi = lo - 1;
+            lo = lo - step < 0 ? 0 : lo - step;
+            step <<= 1;
+        }
+    }
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (at(ids, w, mid) < x) lo = mid + 1; else hi = mid;
+    }
+    return lo;
+}
+
+/* loader.Trace._launches by loader.SortedIds: the calls all of process a_pid, their
+   correlation ids (ids, n_calls) increasing but sparse; each operation (pid, corr) of that
+   process with corr > 0 takes the start (as float64) and thread of the call with its id, where
+   there is one. */
+int64_t sorted_lookup(int64_t n, const void *pid, int pw, int64_t pid_stride, const void *corr,
+                      int cw, int64_t a_pid, const void *ids, int iw, int64_t n_calls,
+                      const int64_t *a_start, const int64_t *a_gtid, int64_t gtid_stride,
+                      double *start_out, int32_t *tid_out) {
+    int64_t hint = 0;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t id = at(corr, cw, i);
+        if (id <= 0 || at(pid, pw, i * pid_stride) != a_pid) continue;
+        int64_t row = lower_bound_from(ids, iw, n_calls, id, hint);
+        hint = row;
+        if (row >= n_calls || at(ids, iw, row) != id) continue;
+        start_out[i] = (double)a_start[row];
+        tid_out[i] = (int32_t)(a_gtid[row * gtid_stride] & 0xFFFFFF);
+    }
+    return 0;
+}
+
 /* loader.by_device's place of each row: the place of its device among the devices (slot_of:
    span entries from device lo, -1 none), into slot (one byte a row: 256 devices at most). */
 int64_t device_slots(int64_t n, const void *device, int dw, int64_t lo, const int32_t *slot_of,

@@ -45,6 +45,7 @@ _SIGNATURES = {
     "codes_remap": [_I, _P, _W, _I, _I, _P, _P, _W],
     "launch_lookup": [_I, _P, _W, _I, _P, _W, _I, _P, _P, _P, _P, _P, _W, _I, _I, _P, _P, _I]
     + [_P, _P],
+    "sorted_lookup": [_I, _P, _W, _I, _P, _W, _I, _P, _W, _I, _P, _P, _I, _P, _P],
 }
 
 
@@ -314,6 +315,43 @@ def launch_lookup(
         start[:] = np.nan
         tid[:] = -1
         return False
+    return True
+
+
+def sorted_lookup(
+    pid: np.ndarray,
+    corr: np.ndarray,
+    ids,
+    a_start: np.ndarray,
+    a_gtid: np.ndarray,
+    start: np.ndarray,
+    tid: np.ndarray,
+) -> bool:
+    """:func:`launch_lookup` where the calls are looked up in ``ids`` (:class:`.loader
+    .SortedIds`: one process' increasing, sparse correlation ids): each operation's id found
+    from the previous one's place (a gallop, then halving) rather than by a search from the
+    middle of every call; False where the C loop cannot (``start`` and ``tid`` as they were)."""
+    fn = _function("sorted_lookup")
+    pid_stride, gtid_stride = _strided(pid), _strided(a_gtid)
+    a_corr = ids.ids
+    if (
+        fn is None
+        or pid_stride is None
+        or gtid_stride is None
+        or pid.dtype.kind != "i"
+        or a_gtid.dtype != np.int64
+        or not (_ints(corr, a_corr) and _exact(np.int64, a_start))
+        or not (_exact(np.float64, start) and _exact(np.int32, tid))
+        or len(a_gtid) != len(a_start)
+        or len(a_corr) != len(a_start)
+        or not _same_length(pid, corr, start, tid)
+    ):
+        return False
+    fn(
+        len(pid), _p(pid), pid.dtype.itemsize, pid_stride, _p(corr), corr.dtype.itemsize,
+        int(ids.pid), _p(a_corr), a_corr.dtype.itemsize, len(a_corr), _p(a_start),
+        _p(a_gtid), gtid_stride, _p(start), _p(tid),
+    )  # fmt: skip
     return True
 
 

@@ -246,7 +246,13 @@ NARROW32 = "narrow32"
 where every value fits (correlation ids, bytes of a copy under 2 GiB), else int64:
 :func:`.memory.narrow_ints`' rule, without an int64 array of the whole column. A smaller
 read gives both as :mod:`.memory`'s rules leave them (int64, arrays)."""
-_MARKERS = (SPLIT32, SPLIT32_UNIFORM, NARROW32)
+UNIFORM64 = "uniform64"
+"""A dtype for :func:`int_columns_many`: an int64 column usually of one value in every row (the
+launching thread of every CUDA API call of a one-thread capture): in a large read, kept as that
+value for as long as every row has it (:class:`_Uniform`) and given back as a read-only view of
+it repeated, :func:`.memory.one_value_view`'s result, without an array of every row first (40 M
+calls of an eager export: 320 MB); else int64 as read."""
+_MARKERS = (SPLIT32, SPLIT32_UNIFORM, NARROW32, UNIFORM64)
 
 
 def _dtypes(ncols: int, dtypes: Sequence | None) -> list:
@@ -274,13 +280,15 @@ def _check_fits(target, column, i: int) -> None:
 
 
 class _Uniform:
-    """A column of ``n`` int32 rows written batch by batch from several threads, held as one
-    value until a batch brings another (then as an array, the value filled in where it had
-    been written): :data:`SPLIT32_UNIFORM`'s high half. Slicing gives :class:`_UniformRows`,
-    which the batch readers write into like an array slice."""
+    """A column of ``n`` rows of ``dtype`` written batch by batch from several threads, held as
+    one value until a batch brings another (then as an array, the value filled in where it had
+    been written): :data:`SPLIT32_UNIFORM`'s high half (int32), a :data:`UNIFORM64` column.
+    Slicing gives :class:`_UniformRows`, which the batch readers write into like an array
+    slice."""
 
-    def __init__(self, n: int):
+    def __init__(self, n: int, dtype=np.int32):
         self.n, self.value, self.array = n, None, None
+        self.dtype = np.dtype(dtype)
         self._lock = threading.Lock()
 
     def __getitem__(self, rows: slice) -> _UniformRows:
@@ -301,7 +309,9 @@ class _Uniform:
                             return  # still one value
             with self._lock:
                 if self.array is None:  # every row written so far holds self.value
-                    self.array = np.full(self.n, self.value or 0, dtype=np.int32)
+                    array = _ALLOCATE(self.n, self.dtype)  # (filled before it is seen)
+                    array[:] = self.value or 0
+                    self.array = array
         self.array[lo:hi] = values
 
     def result(self, rows: np.ndarray | None = None) -> np.ndarray:
@@ -310,7 +320,7 @@ class _Uniform:
         if self.array is not None:
             return self.array if rows is None else self.array[rows]
         n = self.n if rows is None else len(rows)
-        return np.broadcast_to(np.array([self.value or 0], dtype=np.int32), (n,))
+        return np.broadcast_to(np.array([self.value or 0], dtype=self.dtype), (n,))
 
 
 class _UniformRows:
@@ -502,6 +512,8 @@ def _read_many(con, connect, queries, ncols: int, dts: list, wide: set, threads:
         empty = _ALLOCATE
         if d == NARROW32:
             return empty(total, np.int32 if large and i not in wide else np.int64)
+        if d == UNIFORM64:
+            return _Uniform(total, np.int64) if large else empty(total, np.int64)
         if d == SPLIT32_UNIFORM:
             high = _Uniform(total) if large else empty(total, np.int32)
             return high, empty(total, np.int32)

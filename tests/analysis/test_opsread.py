@@ -130,3 +130,29 @@ def test_api_calls_read_first_are_taken_from_the_read_ahead(small_prefetch) -> N
         np.testing.assert_array_equal(a, b)
     ahead.ops  # noqa: B018  (takes the operations)
     assert not opsread.pending(path)
+
+
+@pytest.mark.parametrize("name", ["real/hf_generate.sqlite", "real/two_procs.sqlite"])
+def test_api_calls_read_in_pieces_are_the_sql_reads(name: str, monkeypatch) -> None:
+    """The CUDA API calls page-scanned in pieces on threads (as a table of millions is), into
+    columns as narrow as they end up, are the columns the SQL read gives and :mod:`.memory`
+    narrows."""
+    import sqlite3
+
+    from specscope.analysis import memory, opsscan
+    from specscope.analysis.opsread import read_runtime, runtime_sql, table_columns
+
+    monkeypatch.setattr(memory, "ONE_VALUE_MIN_ROWS", 64)  # (narrowed as 20 M ops' would be)
+    monkeypatch.setattr(opsscan, "RUNTIME_PART_ROWS", 100)
+    monkeypatch.setenv("SPECSCOPE_READ_THREADS", "2")
+    path = DATA / name
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    sql = runtime_sql(table_columns(con, "CUPTI_ACTIVITY_KIND_RUNTIME"))
+    assert len(opsscan.runtime_parts(path, sql, 2)) == 4
+    scanned = read_runtime(None, None, sql, path)
+    monkeypatch.setenv("SPECSCOPE_SQLITE_READER", "sqlite3")  # (no page scan)
+    by_sql = read_runtime(con, None, sql, path)
+    for got, want in zip(scanned, by_sql, strict=True):
+        assert got.dtype == want.dtype and got.strides == want.strides
+        assert np.array_equal(got, want)
+    assert scanned[3].dtype == np.int32 and scanned[4].dtype == np.int16

@@ -258,6 +258,59 @@ def test_launch_calls_of_the_operations_alike(built, monkeypatch, name):
     assert np.array_equal(start, ops["api_start_ns"].to_numpy(), equal_nan=True)
 
 
+def test_launch_calls_of_an_eager_export_alike(built, monkeypatch):
+    """An eager export's sparse correlation ids (Hugging Face ``generate``; its 12 k calls fit
+    an id table, so the table is refused here, as at millions of calls): each operation's call
+    found in C from the last one's place, as numpy's search finds it."""
+    from specscope.analysis import loader
+
+    monkeypatch.setattr(loader, "_id_tables", lambda *args, **kw: None)
+
+    def launches() -> pd.DataFrame:
+        return loader.load(DATA / "real/hf_generate.sqlite").ops[["api_start_ns", "api_tid"]]
+
+    got = launches()
+    pd.testing.assert_frame_equal(got, _reference(monkeypatch, launches))
+    assert got["api_tid"].ge(0).all()
+    trace = loader.load(DATA / "real/hf_generate.sqlite")
+    _, _, a_gtid, a_corr, _ = trace._runtime
+    rows = loader._call_rows(loader._call_pids(a_gtid), a_corr)
+    assert isinstance(rows, loader.SortedIds)  # (so the C loop was the one above)
+
+
+@pytest.mark.parametrize("n_calls,dtype", [(1, np.int64), (7, np.int32), (50_000, np.int32),
+                                           (50_000, np.int64)])  # fmt: skip
+def test_sorted_ids_looked_up_from_the_last_place_alike(built, n_calls, dtype):
+    """Random sparse increasing ids; operations mostly in id order with jumps back and
+    forward, ids no call has, ids <= 0 and another process' ids: the C gallop finds what
+    numpy's search finds."""
+    from specscope.analysis.loader import SortedIds
+
+    rng = np.random.default_rng(n_calls)
+    ids = np.cumsum(rng.integers(1, 9, n_calls)).astype(dtype)
+    n = 3 * n_calls + 5
+    corr = np.sort(rng.choice(ids, n)).astype(np.int32)
+    jumps = rng.random(n) < 0.05
+    corr[jumps] = rng.integers(-2, int(ids[-1]) + 20, int(jumps.sum()))
+    corr[[0, -1]] = 0, ids[-1] + 1  # (none of these has a call, whatever the draws)
+    pid = np.full(n, 42, dtype=np.int32)
+    pid[rng.random(n) < 0.02] = 7
+    pid[1] = 7
+    a_start = rng.integers(0, 10**12, n_calls)
+    a_gtid = (42 << 24) | rng.integers(1, 1 << 20, n_calls)
+    rows = SortedIds(42, ids)
+    start, tid = np.full(n, np.nan), np.full(n, -1, dtype=np.int32)
+    assert opsums.sorted_lookup(pid, corr, rows, a_start, a_gtid, start, tid)
+    row = rows(pid, corr)
+    hit = row >= 0
+    assert hit.any() and not hit.all()
+    want = np.full(n, np.nan)
+    want[hit] = a_start[row[hit]]
+    assert np.array_equal(start, want, equal_nan=True)
+    assert np.array_equal(tid[hit], (a_gtid[row[hit]] & 0xFFFFFF).astype(np.int32))
+    assert (tid[~hit] == -1).all()
+
+
 @pytest.mark.parametrize("n_devices,n", [(1, 10), (3, 50_000), (8, 5_000), (2, 1)])
 def test_devices_rows_put_together_alike(built, monkeypatch, n_devices, n):
     """by_device's reordering of columns of every width (and one of one value) in C and by

@@ -136,6 +136,30 @@ def test_split32_uniform_high_halves_stay_one_value_while_every_row_has_it(
         assert not high.flags.writeable
 
 
+@pytest.mark.parametrize("reader", ["adbc", "sqlite3"])
+@pytest.mark.parametrize(
+    ("values", "uniform"),
+    [([2**40 + 5] * 4, True), ([2**40 + 5] * 3 + [7], False), ([7] + [2**40 + 5] * 3, False)],
+)
+def test_uniform64_columns_stay_one_value_while_every_row_has_it(
+    reader: str, values: list[int], uniform: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The launching thread of every call (int64): one element while every row has it, what
+    :func:`.memory.one_value_view` makes of the column read whole; an array otherwise."""
+    from specscope.analysis import memory, sqlread
+
+    rows = [(v, k) for k, v in enumerate(values)]
+    con, path = _two_column_table(reader, tmp_path, monkeypatch, ("v", "k"), rows)
+    monkeypatch.setattr(memory, "ONE_VALUE_MIN_ROWS", 0)
+    queries = [("SELECT v FROM t WHERE rowid <= 2", 2), ("SELECT v FROM t WHERE rowid > 2", 5)]
+    connect = lambda: sqlread.columnar_connection(path)  # noqa: E731
+    (got,) = sqlread.int_columns_many(con, connect, queries, 1, (sqlread.UNIFORM64,), threads=2)
+    assert got.tolist() == values and got.dtype == np.int64
+    assert (got.strides == (0,)) is uniform
+    want = memory.one_value_view(np.array(values, dtype=np.int64))
+    assert got.strides == want.strides and got.flags.writeable == want.flags.writeable
+
+
 def test_plain_exports_are_sqlite_files(tmp_path: Path) -> None:
     from specscope.analysis.sqlread import plain_exports
 
