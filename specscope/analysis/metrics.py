@@ -468,7 +468,10 @@ def _api_metrics(trace: Trace, steps: Steps) -> dict[str, np.ndarray]:
     }
     members = {family: family_ids for family, family_ids in members.items() if len(family_ids)}
     disjoint = bool((s_start[1:] >= s_end[:-1]).all())
+    fast = _api_counts_c(members, s_start, s_end) if disjoint else None
     for start, _, _, _, name_id in trace.api_pieces(thread=(steps.pid, steps.tid)):
+        if fast is not None and fast(start, name_id):
+            continue  # (one C loop: opsums.py; what follows is its reference)
         if disjoint:  # each family's calls counted per step from their sorted starts
             for family, family_ids in members.items():
                 counts[family] += _in_each(s_start, s_end, start[np.isin(name_id, family_ids)])
@@ -478,7 +481,36 @@ def _api_metrics(trace: Trace, steps: Steps) -> dict[str, np.ndarray]:
         for family, family_ids in members.items():
             sel = in_step & np.isin(name_id, family_ids)
             counts[family] += np.bincount(a_step[sel], minlength=len(all_steps))
+    if fast is not None:
+        for family, c in zip(members, fast.counts, strict=True):
+            counts[family] += c
     return {f"api_calls:{family}": c[steps.kept] for family, c in counts.items()}
+
+
+class _ApiCountsC:
+    """:func:`_api_metrics`' counts of the pieces that :func:`.opsums.api_counts` takes (each
+    family's calls per step, ``counts``: a row per family of ``members``, in their order)."""
+
+    def __init__(self, family: np.ndarray, s_start: np.ndarray, s_end: np.ndarray, n: int):
+        self.family, self.s_start, self.s_end = family, s_start, s_end
+        self.counts = np.zeros((n, len(s_start)), dtype=np.int64)
+
+    def __call__(self, start: np.ndarray, name_id: np.ndarray) -> bool:
+        return opsums.api_counts(start, name_id, self.family, self.s_start, self.s_end,
+                                 self.counts)  # fmt: skip
+
+
+def _api_counts_c(members: dict, s_start: np.ndarray, s_end: np.ndarray) -> _ApiCountsC | None:
+    """The C counts of :func:`_api_metrics` for steps that do not overlap, or None where the
+    family of each name id cannot be a small table (ids below 0 or past 16 M)."""
+    ids = [i for family_ids in members.values() for i in family_ids.tolist()]
+    if not ids or min(ids) < 0 or max(ids) >= 1 << 24:
+        return None
+    family = np.full(max(ids) + 1, -1, dtype=np.int8)
+    for k, family_ids in enumerate(members.values()):
+        family[family_ids] = k
+    starts, ends = (np.ascontiguousarray(a, dtype=np.int64) for a in (s_start, s_end))
+    return _ApiCountsC(family, starts, ends, len(members))
 
 
 def _in_each(s_start: np.ndarray, s_end: np.ndarray, t: np.ndarray) -> np.ndarray:

@@ -245,6 +245,47 @@ int64_t sorted_lookup(int64_t n, const void *pid, int pw, int64_t pid_stride, co
     return 0;
 }
 
+/* steps.interval_index of each time t[i] (float64 ns, whole numbers, taken as int64 as numpy's
+   astype does) among n_int intervals (starts sorted, ends): the last interval starting at or
+   before t, where t is before its end; else -1. Each searched from the last one's place (the
+   launch times of an eager export's operations mostly increase). -1 returned for a time that
+   is NaN or out of the int64 range: the reference then runs. */
+int64_t interval_lookup(int64_t n, const double *t, int64_t n_int, const int64_t *starts,
+                        const int64_t *ends, void *out, int ow) {
+    int64_t hint = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double v = t[i];
+        if (!(v >= -9.2e18 && v <= 9.2e18)) return -1;  /* NaN or beyond int64 */
+        int64_t x = (int64_t)v;
+        int64_t k = lower_bound_from(starts, 8, n_int, x + 1, hint);  /* starts <= x: k */
+        hint = k;
+        int64_t found = (k >= 1 && x < ends[k - 1]) ? k - 1 : -1;
+        if (ow == 4) ((int32_t *)out)[i] = (int32_t)found; else ((int64_t *)out)[i] = found;
+    }
+    return 0;
+}
+
+/* metrics._api_metrics over steps that do not overlap (starts sorted, each ending by the
+   next's start): each call whose name id has a family (family[id], -1 none; ids past n_ids
+   have none) and whose start lies in a step [start, end) counts once in counts[family *
+   n_steps + step]. -1 for a name id below 0 (the reference then runs). */
+int64_t api_counts(int64_t n, const int64_t *start, const void *name, int nw,
+                   const int8_t *family, int64_t n_ids, int64_t n_steps, const int64_t *s_start,
+                   const int64_t *s_end, int64_t *counts) {
+    int64_t hint = 0;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t id = at(name, nw, i);
+        if (id < 0) return -1;
+        if (id >= n_ids || family[id] < 0) continue;
+        int64_t x = start[i];
+        if (x == INT64_MAX) return -1;
+        int64_t k = lower_bound_from(s_start, 8, n_steps, x + 1, hint);
+        hint = k;
+        if (k >= 1 && x < s_end[k - 1]) counts[family[id] * n_steps + k - 1]++;
+    }
+    return 0;
+}
+
 /* loader.by_device's place of each row: the place of its device among the devices (slot_of:
    span entries from device lo, -1 none), into slot (one byte a row: 256 devices at most). */
 int64_t device_slots(int64_t n, const void *device, int dw, int64_t lo, const int32_t *slot_of,

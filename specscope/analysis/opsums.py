@@ -46,6 +46,8 @@ _SIGNATURES = {
     "launch_lookup": [_I, _P, _W, _I, _P, _W, _I, _P, _P, _P, _P, _P, _W, _I, _I, _P, _P, _I]
     + [_P, _P],
     "sorted_lookup": [_I, _P, _W, _I, _P, _W, _I, _P, _W, _I, _P, _P, _I, _P, _P],
+    "interval_lookup": [_I, _P, _I, _P, _P, _P, _W],
+    "api_counts": [_I, _P, _P, _W, _P, _I, _I, _P, _P, _P],
 }
 
 
@@ -352,6 +354,58 @@ def sorted_lookup(
         int(ids.pid), _p(a_corr), a_corr.dtype.itemsize, len(a_corr), _p(a_start),
         _p(a_gtid), gtid_stride, _p(start), _p(tid),
     )  # fmt: skip
+    return True
+
+
+def interval_lookup(t: np.ndarray, starts: np.ndarray, ends: np.ndarray, out: np.ndarray) -> bool:
+    """Fill ``out`` (int32 or int64) with :func:`.steps.interval_index` of each launch time
+    ``t`` (float64 ns, whole) among the intervals (``starts`` sorted, ``ends``; int64), each
+    searched from the last one's place, as :func:`.steps._lookup_runs` would; False where the
+    C loop cannot (``out`` then undefined: the reference fills it)."""
+    fn = _function("interval_lookup")
+    if (
+        fn is None
+        or not (_exact(np.float64, t) and _exact(np.int64, starts, ends))
+        or not (_exact(np.int32, out) or _exact(np.int64, out))
+        or not _same_length(t, out)
+        or len(starts) != len(ends)
+    ):
+        return False
+    got = fn(len(t), _p(t), len(starts), _p(starts), _p(ends), _p(out), out.dtype.itemsize)
+    return got >= 0
+
+
+def api_counts(
+    start: np.ndarray,
+    name: np.ndarray,
+    family: np.ndarray,
+    s_start: np.ndarray,
+    s_end: np.ndarray,
+    counts: np.ndarray,
+) -> bool:
+    """Add to ``counts`` (int64, families x steps) the calls (``start``, ``name`` id) whose
+    name's ``family`` (int8 per name id, -1 none) is one and whose start lies in a step
+    [``s_start``, ``s_end``) (steps sorted and not overlapping), as
+    :func:`.metrics._api_metrics` counts them; False where the C loop cannot (``counts`` then
+    as they were)."""
+    fn = _function("api_counts")
+    if (
+        fn is None
+        or not (_exact(np.int64, start, s_start, s_end, counts) and _ints(name))
+        or not _exact(np.int8, family)
+        or not _same_length(start, name)
+        or len(s_start) != len(s_end)
+        or counts.ndim != 2
+        or counts.shape[1] != len(s_start)
+        or (len(family) and int(family.max()) >= counts.shape[0])
+    ):
+        return False
+    before = counts.copy()
+    got = fn(len(start), _p(start), _p(name), name.dtype.itemsize, _p(family), len(family),
+             len(s_start), _p(s_start), _p(s_end), _p(counts))  # fmt: skip
+    if got < 0:
+        counts[:] = before
+        return False
     return True
 
 

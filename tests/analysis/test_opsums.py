@@ -183,7 +183,8 @@ def test_without_the_loops_the_reference_runs(monkeypatch):
 @pytest.mark.parametrize(
     "name",
     ["eagle_graph_before.sqlite", "eagle_node_after.sqlite", "real/piecewise_graphs.sqlite",
-     "graphs/run_graph_kpool_nvtx.sqlite", "real/two_procs.sqlite"],
+     "graphs/run_graph_kpool_nvtx.sqlite", "real/two_procs.sqlite", "real/hf_generate.sqlite",
+     "real/eager_steps_events.sqlite"],
 )  # fmt: skip
 def test_analyses_of_real_exports_are_the_same(built, monkeypatch, name):
     from specscope.analysis.auto import analyze_processes
@@ -309,6 +310,58 @@ def test_sorted_ids_looked_up_from_the_last_place_alike(built, n_calls, dtype):
     assert np.array_equal(start, want, equal_nan=True)
     assert np.array_equal(tid[hit], (a_gtid[row[hit]] & 0xFFFFFF).astype(np.int32))
     assert (tid[~hit] == -1).all()
+
+
+@pytest.mark.parametrize(
+    "n,n_int,touching", [(1, 1, False), (5_000, 40, False), (60_000, 3_000, True), (3_000, 0, 0)]
+)
+def test_launch_times_looked_up_in_intervals_alike(built, monkeypatch, n, n_int, touching):
+    """Launch times mostly increasing with jumps back, in runs and apart, before, inside,
+    between and after the intervals (touching or not): the C search from the last time's
+    place finds the interval numpy's finds."""
+    from specscope.analysis import steps
+
+    rng = np.random.default_rng(n + n_int)
+    bounds = np.cumsum(rng.integers(1, 1_000, 2 * n_int + 1)).astype(np.int64)
+    starts, ends = bounds[:-1:2].copy(), bounds[1::2].copy()
+    if touching:
+        ends = np.r_[starts[1:], starts[-1] + 50] if n_int else ends
+    hi = int(bounds[-1]) + 2_000
+    t = np.sort(rng.integers(-500, hi, n)).astype(np.float64)
+    back = rng.random(n) < 0.05
+    t[back] = rng.integers(-500, hi, int(back.sum()))
+    t = np.repeat(t, rng.integers(1, 4, n))[:n]  # runs of equal times
+    got = steps._lookup_runs(t, (starts, ends), (starts[:1], ends[:1]))
+    want = _reference(monkeypatch, steps._lookup_runs, t, (starts, ends), (starts[:1], ends[:1]))
+    for a, b in zip(got, want, strict=True):
+        assert a.dtype == b.dtype and np.array_equal(a, b)
+    assert n < 100 or n_int == 0 or (got[0] >= 0).any()
+    out = np.empty(n, dtype=np.int32)
+    assert opsums.interval_lookup(t, starts, ends, out)
+    t[n // 2] = np.nan  # (never in a launch time: the reference decides)
+    assert not opsums.interval_lookup(t, starts, ends, out)
+
+
+def test_api_calls_per_step_counted_alike(built):
+    """Calls of three families and others, in and between steps, counted per step in C as
+    numpy counts them."""
+    from specscope.analysis.metrics import _api_counts_c
+
+    rng = np.random.default_rng(7)
+    bounds = np.cumsum(rng.integers(1, 500, 400)).astype(np.int64)
+    s_start, s_end = bounds[:-1:2].copy(), bounds[1::2].copy()
+    members = {"a": np.array([3, 9]), "b": np.array([4]), "c": np.array([40])}
+    fast = _api_counts_c(members, s_start, s_end)
+    start = np.sort(rng.integers(0, int(bounds[-1]) + 100, 30_000))
+    name = rng.choice(np.array([1, 3, 4, 9, 40, 41, 70], dtype=np.int16), len(start))
+    assert fast(start, name)
+    for k, (family, ids) in enumerate(members.items()):
+        mine = start[np.isin(name, ids)]
+        index = np.searchsorted(s_start, mine, side="right") - 1
+        inside = (index >= 0) & (mine < s_end[np.maximum(index, 0)])
+        want = np.bincount(index[inside], minlength=len(s_start))
+        assert want.sum() > 100 and np.array_equal(fast.counts[k], want), family
+    assert not fast(start, np.r_[name[:-1], -1].astype(np.int16))  # (a negative id: reference)
 
 
 @pytest.mark.parametrize("n_devices,n", [(1, 10), (3, 50_000), (8, 5_000), (2, 1)])
