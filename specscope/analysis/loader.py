@@ -431,7 +431,7 @@ class Trace:
         frame of them all (20 M GPU ops came with 4 M calls: 0.2 GB). ``thread``: only the
         calls of this (pid, tid) (one rank's of an export of several: no frame of the
         others')."""
-        cols = ["start_ns", "end_ns", "pid", "tid", "correlation_id", "name"]
+        cols = _API_COLUMNS
         if not self.has("CUPTI_ACTIVITY_KIND_RUNTIME"):  # zero calls, with the usual dtypes
             empty = np.zeros(0, dtype=np.int64)
             name = pd.Categorical([], categories=pd.Index([], dtype=object))
@@ -441,20 +441,22 @@ class Trace:
             ids = {i: _VERSION_SUFFIX.sub("", v) for i, v in self.strings.items()}
         else:
             ids = self.api_name_ids(names)
-        for start, end, gtid, corr, name_id in self.api_pieces(
-            None if names is None else list(ids), rows, thread
-        ):
-            yield pd.DataFrame(
-                {
-                    "start_ns": start,
-                    "end_ns": end,
-                    "pid": (gtid >> 24) & _PID_MASK,
-                    "tid": gtid & _PID_MASK,
-                    "correlation_id": corr,
-                    "name": _categorical(name_id, ids),
-                },
-                columns=cols,
-            )
+        for piece in self.api_pieces(None if names is None else list(ids), rows, thread):
+            yield _api_frame(piece, ids)
+
+    def thread_api(self, pid: int, tid: int, keep) -> pd.DataFrame:
+        """:meth:`api` of thread (``pid``, ``tid``), only the calls ``keep(start, end,
+        correlation id)`` (arrays of a piece of the calls) marks True: the rows of the frame
+        :meth:`api` gives, in its order, without a frame (and names) of every call first (an
+        eager export's timeline wants a step's few of its 4 M calls)."""
+        if not self.has("CUPTI_ACTIVITY_KIND_RUNTIME"):
+            return next(self.api_chunks(rows=None))
+        ids = {i: _VERSION_SUFFIX.sub("", v) for i, v in self.strings.items()}
+        kept = []
+        for piece in self.api_pieces(thread=(pid, tid)):  # (one at least)
+            mask = keep(piece[0], piece[1], piece[3])
+            kept.append([c[mask] for c in piece])
+        return _api_frame([np.concatenate([p[k] for p in kept]) for k in range(5)], ids)
 
     @cached_property
     def _runtime(self) -> list[np.ndarray]:
@@ -1248,6 +1250,26 @@ def _names(
         "name": _categorical(short, strings, memcpy_names),
         "full_name": _categorical(full, strings, memcpy_names),
     }
+
+
+_API_COLUMNS = ["start_ns", "end_ns", "pid", "tid", "correlation_id", "name"]
+
+
+def _api_frame(piece: list[np.ndarray], ids: dict[int, str]) -> pd.DataFrame:
+    """The frame of :meth:`Trace.api` of the calls ``piece`` (start, end, globalTid,
+    correlation id, name id; ``ids``: name id -> name)."""
+    start, end, gtid, corr, name_id = piece
+    return pd.DataFrame(
+        {
+            "start_ns": start,
+            "end_ns": end,
+            "pid": (gtid >> 24) & _PID_MASK,
+            "tid": gtid & _PID_MASK,
+            "correlation_id": corr,
+            "name": _categorical(name_id, ids),
+        },
+        columns=_API_COLUMNS,
+    )
 
 
 def _categorical(

@@ -244,7 +244,7 @@ def _window_metrics(out: pd.DataFrame, steps: Steps) -> pd.Series:
     ops, kept = steps.ops, steps.kept
     start, end = ops["start_ns"].to_numpy(), ops["end_ns"].to_numpy()
     # first start / last end of each step's GPU work (over all steps, skipped ones included)
-    first, last = _first_last(ops["step"].to_numpy(), len(steps.all_steps), start, end)
+    first, last = group_first_last(ops["step"].to_numpy(), len(steps.all_steps), start, end)
     w_start = first[kept]
     w_end = np.r_[w_start[1:], np.nan]
     w_end[-1] = last[kept[-1]]
@@ -260,7 +260,7 @@ def _window_metrics(out: pd.DataFrame, steps: Steps) -> pd.Series:
     return pd.Series(w_start, index=kept)
 
 
-def _first_last(
+def group_first_last(
     group: np.ndarray, n: int, start: np.ndarray, end: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
     """Per group 0..n-1: the first ``start`` and the last ``end`` of its rows, as float64 (NaN:
@@ -444,7 +444,7 @@ def _gap_metrics(steps: Steps, gap_cols: list[str]) -> dict[str, np.ndarray]:
     """``gap_us:A->B`` between the GPU work of consecutive anchor instances: ``gap_cols`` (NaN
     where no step has the pair), per kept step."""
     ops = steps.ops
-    a_first, a_last = _first_last(
+    a_first, a_last = group_first_last(
         ops["anchor"].to_numpy(),
         len(steps.anchors),
         ops["start_ns"].to_numpy(),

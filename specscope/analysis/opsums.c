@@ -34,7 +34,7 @@ static inline int position(const int64_t *where, int64_t n_where, int64_t step, 
     return 1;
 }
 
-/* metrics._first_last: per group the least start and the greatest end of its rows; group -1
+/* metrics.group_first_last: per group the least start and the greatest end of its rows; group -1
    goes to the last slot. first and last hold n_groups + 1 entries, INT64_MAX and INT64_MIN. */
 int64_t first_last(int64_t n, const void *group, int gw, int64_t n_groups, const int64_t *start,
                    const int64_t *end, int64_t *first, int64_t *last) {
@@ -282,6 +282,21 @@ int64_t api_counts(int64_t n, const int64_t *start, const void *name, int nw,
         int64_t k = lower_bound_from(s_start, 8, n_steps, x + 1, hint);
         hint = k;
         if (k >= 1 && x < s_end[k - 1]) counts[family[id] * n_steps + k - 1]++;
+    }
+    return 0;
+}
+
+/* composition._nesting_depth: ranges in order (start, end), each's depth the number of
+   ranges on a stack of ends when it starts, after the ends at or before its start are popped
+   from the top (only the top: a range that overlaps without nesting stays below). stack: n
+   entries of scratch. */
+int64_t nesting_depth(int64_t n, const int64_t *start, const int64_t *end, int64_t *depth,
+                      int64_t *stack) {
+    int64_t top = 0;
+    for (int64_t i = 0; i < n; i++) {
+        while (top > 0 && stack[top - 1] <= start[i]) top--;
+        depth[i] = top;
+        stack[top++] = end[i];
     }
     return 0;
 }

@@ -1,7 +1,7 @@
 """The per-step sums over GPU operations in one C loop each (``opsums.c``), where it is built.
 
 The window, count and gap metrics reduce the operations by step or anchor instance: first
-start and last end per step (:func:`.metrics._first_last`), ops per step and class
+start and last end per step (:func:`.metrics.group_first_last`), ops per step and class
 (:func:`.metrics._class_counts`), the head operation of each anchor instance
 (:func:`.gaps.anchor_extents`), the union coverage's prefix (:mod:`.coverage`). Before them,
 the operations frame needs each operation's launch call (:meth:`.loader.Trace._launches`), its
@@ -47,6 +47,7 @@ _SIGNATURES = {
     + [_P, _P],
     "sorted_lookup": [_I, _P, _W, _I, _P, _W, _I, _P, _W, _I, _P, _P, _I, _P, _P],
     "interval_lookup": [_I, _P, _I, _P, _P, _P, _W],
+    "nesting_depth": [_I, _P, _P, _P, _P],
     "api_counts": [_I, _P, _P, _W, _P, _I, _I, _P, _P, _P],
 }
 
@@ -407,6 +408,17 @@ def api_counts(
         counts[:] = before
         return False
     return True
+
+
+def nesting_depth(start: np.ndarray, end: np.ndarray) -> np.ndarray | None:
+    """:func:`.composition._nesting_depth` of the ranges (``start``, ``end``: int64, in their
+    order) in C, or None where it cannot run."""
+    fn = _function("nesting_depth")
+    if fn is None or not _exact(np.int64, start, end) or not _same_length(start, end):
+        return None
+    depth, stack = np.empty(len(start), dtype=np.int64), np.empty(len(start), dtype=np.int64)
+    fn(len(start), _p(start), _p(end), _p(depth), _p(stack))
+    return depth
 
 
 class DeviceScatter:

@@ -114,8 +114,8 @@ def test_random_operations_sum_alike(built, monkeypatch, n, n_steps, dtype, in_o
 
     ops = steps.ops
     group, times = ops["step"].to_numpy(), (ops["start_ns"].to_numpy(), ops["end_ns"].to_numpy())
-    first_last = metrics._first_last(group, n_steps, *times)
-    want_fl = _reference(monkeypatch, metrics._first_last, group, n_steps, *times)
+    first_last = metrics.group_first_last(group, n_steps, *times)
+    want_fl = _reference(monkeypatch, metrics.group_first_last, group, n_steps, *times)
     for a, b in zip(first_last, want_fl, strict=True):
         assert np.array_equal(a, b, equal_nan=True)
 
@@ -175,7 +175,7 @@ def test_without_the_loops_the_reference_runs(monkeypatch):
     monkeypatch.setenv("SPECSCOPE_NATIVE", "0")
     start = np.arange(4, dtype=np.int64)
     assert opsums.first_last(np.zeros(4, np.int32), 3, start, start) is None
-    first, last = metrics._first_last(np.array([0, 0, 2, -1]), 3, start, start + 1)
+    first, last = metrics.group_first_last(np.array([0, 0, 2, -1]), 3, start, start + 1)
     assert np.array_equal(first, [0, np.nan, 2], equal_nan=True)
     assert np.array_equal(last, [2, np.nan, 3], equal_nan=True)
 

@@ -1,0 +1,109 @@
+"""The median step's views read only what is near their window (issue 19): each piece against
+the whole-capture computation it replaced, on real exports and several windows."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from testdata import DATA
+
+from specscope.analysis import composition, native
+from specscope.analysis.auto import analyze_processes
+from specscope.analysis.loader import load
+
+EXPORTS = ["eagle_graph_before.sqlite", "eagle_node_after.sqlite", "real/hf_generate.sqlite",
+           "real/two_procs.sqlite", "graphs/run_graph_kpool_nvtx.sqlite"]  # fmt: skip
+
+
+def _analyses(name: str):
+    return list(analyze_processes(load(DATA / name)).analyses.values())
+
+
+def _windows(a) -> list[tuple[float, float]]:
+    """A few windows over the capture: around a step's GPU work, wide, empty, before it all."""
+    ops = a.steps.ops
+    start, end = ops["start_ns"].to_numpy(), ops["end_ns"].to_numpy()
+    lo, hi = float(start.min()), float(end.max())
+    mid = (lo + hi) / 2
+    return [(mid - 5e4, mid + 5e4), (lo, hi), (mid, mid), (lo - 1e6, lo - 1e5), (lo + 10, mid)]
+
+
+def _heads_whole(a, lo: float, hi: float) -> pd.DataFrame:
+    """The first operation of every anchor instance, from all of them (the code before)."""
+    ops = a.steps.ops
+    o = ops[ops["anchor"].to_numpy() >= 0]
+    first = o.loc[o.groupby("anchor")["start_ns"].idxmin()]
+    return first[(first["start_ns"] > lo) & (first["api_start_ns"] < hi)].set_index("anchor")
+
+
+@pytest.mark.parametrize("name", EXPORTS)
+def test_launch_heads_of_the_instances_that_can_be_in_view_are_the_whole_captures(name):
+    checked = 0
+    for a in _analyses(name):
+        for lo, hi in _windows(a):
+            got = composition._launch_heads(a, lo, hi)
+            pd.testing.assert_frame_equal(got, _heads_whole(a, lo, hi))
+            checked += len(got)
+    assert checked or name == "real/hf_generate.sqlite"  # (zero-config: no NVTX anchors)
+
+
+@pytest.mark.parametrize("name", EXPORTS)
+def test_calls_near_a_window_are_the_rows_of_every_call(name):
+    """:meth:`.Trace.thread_api` with a mask: the rows ``api()`` of the thread gives."""
+    for a in _analyses(name):
+        trace, pid, tid = a.trace, a.steps.pid, a.steps.tid
+        every = trace.api()
+        every = every[(every["pid"] == pid) & (every["tid"] == tid)]
+        for lo, hi in _windows(a):
+            some = every["correlation_id"].to_numpy()[::7][:5]
+
+            def near(start, end, corr, lo=lo, hi=hi, some=some):
+                return ((end >= lo) & (start <= hi)) | np.isin(corr, some)
+
+            got = trace.thread_api(pid, tid, near)
+            want = every[near(*(every[c].to_numpy() for c in ("start_ns", "end_ns",
+                                                                "correlation_id")))]  # fmt: skip
+            assert list(got.columns) == list(want.columns)
+            for c in got.columns:
+                assert got[c].astype(str).tolist() == want[c].astype(str).tolist(), c
+                assert got[c].dtype == want[c].dtype or c == "name"
+
+
+def _gaps_loop(a, first, last, lo, hi, t0) -> pd.DataFrame:
+    """:func:`composition._gap_frame` as a loop over every instance (the code before)."""
+    names = a.steps.anchors["name"].to_numpy(dtype=object)
+    a_steps = a.steps.anchors["step"].to_numpy()
+    rows = []
+    for j in range(1, len(names)):
+        s, e = last[j - 1], first[j]
+        if np.isnan(s) or np.isnan(e) or e <= lo or s >= hi:
+            continue
+        metric = f"gap_us:{names[j - 1]}->{names[j]}"
+        rows.append((metric, (s - t0) / 1e3, (e - t0) / 1e3, (e - s) / 1e3, int(a_steps[j])))
+    return pd.DataFrame(rows, columns=["metric", "start_us", "end_us", "gap_us", "step"])
+
+
+@pytest.mark.parametrize("name", EXPORTS)
+def test_gaps_in_view_are_the_loops(name):
+    for a in _analyses(name):
+        first, last = composition._anchor_extents(a)
+        for lo, hi in _windows(a):
+            got = composition._gap_frame(a, first, last, lo, hi, lo)
+            pd.testing.assert_frame_equal(got, _gaps_loop(a, first, last, lo, hi, lo))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_nesting_depth_in_c_is_the_loops(native_cache, monkeypatch, seed):
+    """Nested ranges and ranges that overlap without nesting (start/end ranges), in start
+    order: the same depth in C as in the loop."""
+    if native.built(native.OPSUMS)[0] is None:
+        pytest.skip("no C compiler here")
+    rng = np.random.default_rng(seed)
+    start = np.sort(rng.integers(0, 10_000, 2_000))
+    end = start + rng.integers(0, 3_000, 2_000)
+    got = composition._nesting_depth(start, end)
+    monkeypatch.setenv("SPECSCOPE_NATIVE", "0")
+    assert native.built(native.OPSUMS)[0] is None  # (so the loop below is the reference)
+    want = composition._nesting_depth(start, end)
+    assert np.array_equal(got, want) and want.max() > 2
