@@ -164,8 +164,10 @@ def _fill_details(story: GapStory, a: Analysis) -> None:
     story.work = gpu_work(a.steps.ops, start, end)
     if math.isnan(launch) or tid < 0:
         return
-    api = a.trace.api()
-    mine = api[(api["pid"] == a.steps.pid) & (api["tid"] == tid)]
+    # the thread's calls that started in the gap or at the launch (no frame of every call)
+    mine = a.trace.thread_api(
+        a.steps.pid, tid, lambda t, _end, _corr: (t == launch) | ((t >= start) & (t < launch))
+    )
     call = mine[mine["start_ns"] == launch]
     story.launch_call = str(call["name"].iloc[0]) if len(call) else None
     nvtx = a.trace.nvtx
