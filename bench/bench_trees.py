@@ -1,35 +1,48 @@
-"""Time ``specscope analyze`` of two or more source trees on one export, alternating.
+"""Time a ``specscope`` command of two or more source trees on one export, alternating.
 
-    python bench/bench_trees.py EXPORT OLD_TREE NEW_TREE [MORE...] [--rounds 8] [-- ARGS...]
+    python bench/bench_trees.py EXPORT OLD_TREE NEW_TREE [MORE...] [--rounds 8]
+        [--command analyze|explain|report] [--with EXPORT2 ...] [-- ARGS...]
 
-Each round runs ``python -m specscope analyze EXPORT ARGS --format json`` (or the ``--format``
-in ARGS) once per tree (output
+Each round runs ``python -m specscope COMMAND EXPORT [EXPORT2...] ARGS`` once per tree (output
 to /dev/null, the tree first on ``PYTHONPATH``, bytecode cached as an installed package has
 it), so both see the same load; prints best and median wall and CPU time and the peak RSS
-(``os.wait4``: each run's own) per tree, and the 1-minute load average. A tree is a checkout,
-e.g. ``git worktree add --detach /tmp/old e3006a3``.
+(``os.wait4``: each run's own) per tree, and the 1-minute load average. ``analyze`` (the
+default) gets ``--format json`` unless ARGS give a ``--format``; ``report`` gets a new
+``--out`` folder each run (removed after it); ``--with`` adds inputs after EXPORT (the report's
+second export). A tree is a checkout, e.g. ``git worktree add --detach /tmp/old e3006a3``.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import statistics
 import sys
+import tempfile
 from pathlib import Path
 
 from bench_analyze import run_child
 
 
-def time_once(tree: Path, export: Path, args: list[str]) -> tuple[float, float, int]:
-    """Wall and CPU (user + sys) seconds and peak RSS (bytes) of one analyze of ``export`` by
-    the specscope of ``tree``. CPU time is the steadier figure on a loaded machine: waiting
-    for a core does not count, while wall time can double."""
-    fmt = [] if "--format" in args else ["--format", "json"]
-    cmd = [sys.executable, "-m", "specscope", "analyze", str(export), *args, *fmt]
-    run = run_child(cmd, 1800, cwd=Path("/"), env_extra={"PYTHONPATH": str(tree)})
+def time_once(
+    tree: Path, export: Path, args: list[str], command: str = "analyze", more: tuple = ()
+) -> tuple[float, float, int]:
+    """Wall and CPU (user + sys) seconds and peak RSS (bytes) of one ``command`` of ``export``
+    (and ``more`` inputs) by the specscope of ``tree``. CPU time is the steadier figure on a
+    loaded machine: waiting for a core does not count, while wall time can double."""
+    extra = ["--format", "json"] if command == "analyze" and "--format" not in args else []
+    out = tempfile.mkdtemp(prefix="bench_trees_") if command == "report" else None
+    if out is not None:
+        extra = ["--out", out]
+    cmd = [sys.executable, "-m", "specscope", command, str(export), *map(str, more), *args, *extra]
+    try:
+        run = run_child(cmd, 1800, cwd=Path("/"), env_extra={"PYTHONPATH": str(tree)})
+    finally:
+        if out is not None:
+            shutil.rmtree(out, ignore_errors=True)
     if run["rc"]:
-        raise SystemExit(f"{tree}: analyze exited {run['rc']}: {run['stderr'][-300:]}")
+        raise SystemExit(f"{tree}: {command} exited {run['rc']}: {run['stderr'][-300:]}")
     return run["wall_s"], run["cpu_s"], run["rss_bytes"]
 
 
@@ -41,17 +54,31 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("export", type=Path)
     p.add_argument("trees", type=Path, nargs="+", metavar="TREE")
     p.add_argument("--rounds", type=int, default=8)
+    p.add_argument("--command", choices=("analyze", "explain", "report"), default="analyze")
+    p.add_argument(
+        "--with",
+        dest="more",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="EXPORT2",
+        help="another input after EXPORT (report's second)",
+    )
     a = p.parse_args(argv)
     if len(a.trees) < 2:
         p.error("give at least two trees")
     times: dict[Path, list[tuple[float, float, int]]] = {t: [] for t in a.trees}
     load = os.getloadavg()[0]
+    more = tuple(m.resolve() for m in a.more)
     for tree in a.trees:  # one untimed run each: caches warm, bytecode written
-        time_once(tree.resolve(), a.export.resolve(), extra)
+        time_once(tree.resolve(), a.export.resolve(), extra, a.command, more)
     for _ in range(a.rounds):
         for tree in a.trees:
-            times[tree].append(time_once(tree.resolve(), a.export.resolve(), extra))
-    print(f"load (1 min) {load:.2f} -> {os.getloadavg()[0]:.2f}; analyze {' '.join(extra)}")
+            times[tree].append(
+                time_once(tree.resolve(), a.export.resolve(), extra, a.command, more)
+            )
+    what = " ".join([a.command, *(m.name for m in more), *extra])
+    print(f"load (1 min) {load:.2f} -> {os.getloadavg()[0]:.2f}; {what}")
     for tree, t in times.items():
         wall, cpu, rss = ([run[i] for run in t] for i in range(3))
         runs = ", ".join(f"{x:.2f}" for x in wall)

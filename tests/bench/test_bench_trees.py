@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import tempfile
+from pathlib import Path
 
 import pytest
 from testdata import AFTER, ROOT, bench_module
@@ -26,3 +28,23 @@ def test_a_tree_whose_analyze_fails_stops_it(tmp_path):
     (tmp_path / "specscope" / "__init__.py").write_text("raise SystemExit(3)\n")
     with pytest.raises(SystemExit, match="analyze exited"):
         bench_module("bench_trees").main([str(AFTER), str(tmp_path), str(ROOT), "--rounds", "1"])
+
+
+def test_a_report_of_two_exports_is_timed_into_a_folder_removed_after(capsys, tmp_path):
+    from testdata import BEFORE
+
+    other = tmp_path / "same_tree"
+    other.symlink_to(ROOT)
+
+    def folders() -> set[Path]:
+        return set(Path(tempfile.gettempdir()).glob("bench_trees_*"))
+
+    before = folders()
+    bench_module("bench_trees").main(
+        [str(BEFORE), str(ROOT), str(other), "--rounds", "1", "--command", "report",
+         "--with", str(AFTER), "--", "--preset", "eagle"]
+    )  # fmt: skip
+    out = capsys.readouterr().out
+    assert f"report {AFTER.name} --preset eagle" in out
+    assert len(re.findall(r"wall best \d+\.\d\d s", out)) == 2
+    assert folders() == before  # (each run's --out folder removed after it)
