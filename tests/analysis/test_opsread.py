@@ -156,3 +156,32 @@ def test_api_calls_read_in_pieces_are_the_sql_reads(name: str, monkeypatch) -> N
         assert got.dtype == want.dtype and got.strides == want.strides
         assert np.array_equal(got, want)
     assert scanned[3].dtype == np.int32 and scanned[4].dtype == np.int16
+
+
+def test_api_calls_a_page_scan_refuses_are_read_by_sql(monkeypatch) -> None:
+    """A piece the page scan does not decode: every piece is read by its SQL instead, on a
+    connection of the reading thread's own (the read ahead has none), with the same columns."""
+    import sqlite3
+
+    from specscope.analysis import memory, opsscan
+    from specscope.analysis.opsread import read_runtime, runtime_sql, table_columns
+    from specscope.analysis.pagescan import Unsupported
+
+    monkeypatch.setattr(memory, "ONE_VALUE_MIN_ROWS", 64)
+    monkeypatch.setattr(opsscan, "RUNTIME_PART_ROWS", 100)
+    monkeypatch.setenv("SPECSCOPE_READ_THREADS", "2")
+    path = DATA / "real/hf_generate.sqlite"
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    sql = runtime_sql(table_columns(con, "CUPTI_ACTIVITY_KIND_RUNTIME"))
+    want = read_runtime(None, None, sql, path)
+    batches = opsscan.ScanQuery.batches
+
+    def refused(self):
+        if self.leaves.start:  # (every piece but the first)
+            raise Unsupported("a page this scan does not decode")
+        yield from batches(self)
+
+    monkeypatch.setattr(opsscan.ScanQuery, "batches", refused)
+    got = read_runtime(None, None, sql, path)
+    for a, b in zip(got, want, strict=True):
+        assert a.dtype == b.dtype and np.array_equal(a, b)
