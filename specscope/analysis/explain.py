@@ -460,20 +460,34 @@ def change_text(c: GapChange) -> str:
 
 
 def report_explanations(
-    analyses: list[Analysis], labels: list[str], gap: str
+    analyses: list[Analysis], labels: list[str], gap: str, stories: dict | None = None
 ) -> tuple[list[str], list[str]]:
     """The texts a report shows under "Why": :func:`change_text` of the first input against each
     other (both with operations), and the notes of those that could not be explained (a
-    results-database run keeps no operations; a spec without the gap's anchors)."""
+    results-database run keeps no operations; a spec without the gap's anchors). ``stories``:
+    the :func:`explain_gap` (or the error it raised) of inputs whose operations were shed
+    after it, by index."""
     from specscope.errors import SpecscopeError
 
+    made = stories or {}
+
+    def story(i: int) -> GapStory:
+        if i not in made:
+            return explain_gap(analyses[i], gap)
+        if isinstance(made[i], Exception):
+            raise made[i]
+        return made[i]
+
+    def from_db(a: Analysis) -> bool:
+        return a.detached and not a.is_shed
+
     texts, notes = [], []
-    for a, label in zip(analyses[1:], labels[1:], strict=True):
-        if analyses[0].detached or a.detached:
+    for i, (a, label) in enumerate(zip(analyses[1:], labels[1:], strict=True), 1):
+        if from_db(analyses[0]) or from_db(a):
             notes.append(f"no explanation of {labels[0]} → {label}: a results-database run")
             continue
         try:
-            texts.append(change_text(explain_change(analyses[0], a, gap, (labels[0], label))))
+            texts.append(change_text(GapChange(story(0), story(i), (labels[0], label))))
         except SpecscopeError as e:
             notes.append(f"no explanation of {labels[0]} → {label}: {e}")
     return texts, notes

@@ -3,6 +3,7 @@ where the report went."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from specscope.cli.options import (
     warn,
     warn_if_chosen_differently,
 )
+from specscope.errors import SpecscopeError
 
 
 def _labels(text: str | None, n: int) -> list[str]:
@@ -49,14 +51,26 @@ def _gap_and_highlight(spec, gap: str | None, highlight: str | None) -> tuple[st
 
 
 def _views(
-    resolved, gap: str, lead_us: float, highlight: str | None, span_us: float | None
+    resolved,
+    gap: str,
+    lead_us: float,
+    highlight: str | None,
+    span_us: float | None,
+    early: dict[int, tuple] | None = None,
 ) -> list:
-    """The median-step view of each input (None for a results-database run), with warnings."""
+    """The median-step view of each input (None for a results-database run), with warnings;
+    ``early``: the views :func:`_resolve_shedding` made (a view, or the error to raise here)."""
     from specscope.analysis.composition import median_step_view
 
     views = []
-    for r in resolved:
+    for i, r in enumerate(resolved):
         a = r.analysis
+        if early is not None and i in early:
+            view = early[i][0]
+            if isinstance(view, Exception):
+                raise view
+            views.append(view)
+            continue
         views.append(
             None
             if a.detached
@@ -67,9 +81,66 @@ def _views(
     for r in resolved:
         for note in r.analysis.notes:
             tell(note, f"{r.ref}: ")
-        if r.analysis.detached:
+        if r.analysis.detached and not r.analysis.is_shed:
             warn(f"{r.ref}: a results-database run; no timeline or composition for it")
     return views
+
+
+def _resolve_shedding(inputs, spec_args: SpecArgs, gap, highlight, lead_us, span_us):
+    """The inputs resolved one after the other, each (once the report's gap is known) with its
+    median-step view and its gap's story made at once and then shed
+    (:meth:`~specscope.analysis.run.Analysis.shed`): one export's operations held at a time,
+    not every input's (two of 20 M GPU ops: 3.2 GiB). The gap is known from the first input
+    with a step spec (:meth:`SpecArgs.defaults_spec` takes the first), or the given spec;
+    while it is not, or where it is no gap, the inputs stay whole and everything is made after
+    them, as before. Returns the inputs and ``{(gap, highlight): {index: (view or error,
+    story or error)}}``, for the gap they were made for."""
+    from specscope.analysis.inputs import resolve
+    from specscope.analysis.spec import spec_from_dict
+
+    resolved, made, known = [], {}, None
+    for ref in inputs:
+        resolved.append(resolve(ref, spec_args.given_spec, spec_args.options))
+        if known is None:
+            first = (
+                spec_args.spec
+                if spec_args.spec_given
+                else next(
+                    (s for r in resolved if (s := spec_from_dict(r.analysis.spec)) is not None),
+                    None,
+                )
+            )
+            try:
+                known = None if first is None else _gap_and_highlight(first, gap, highlight)
+            except (click.UsageError, SpecscopeError):
+                known = None  # (the same error is raised after every input, as before)
+        if known is None:
+            continue
+        for i in range(len(resolved)):
+            if i not in made and not resolved[i].analysis.detached:
+                made[i] = _live_parts(resolved[i].analysis, *known, lead_us, span_us)
+                shed = resolved[i].analysis.shed()  # (no name left holding the whole one)
+                resolved[i] = dataclasses.replace(resolved[i], analysis=shed)
+    return resolved, ({known: made} if known is not None else {})
+
+
+def _live_parts(a, gap: str, highlight, lead_us: float, span_us) -> tuple:
+    """What a report reads of ``a``'s operations: its median-step view and its gap's story,
+    each the error making it raised (raised or noted later, where it would have been)."""
+    from specscope.analysis.composition import median_step_view
+    from specscope.analysis.explain import explain_gap
+
+    try:
+        view = median_step_view(
+            a, gap, lead_us=lead_us, highlight=highlight or None, span_us=span_us
+        )
+    except Exception as e:  # noqa: BLE001 (raised again by _views)
+        view = e.with_traceback(None)  # (its frames would hold the operations)
+    try:
+        story = explain_gap(a, gap)
+    except SpecscopeError as e:
+        story = e.with_traceback(None)
+    return view, story
 
 
 @click.command("report", cls=Command)
@@ -131,7 +202,7 @@ def report_cmd(ctx: click.Context, inputs: tuple[str, ...], labels: str | None, 
     names = _labels(labels, len(inputs))  # imports pandas
     # a helper forked now imports matplotlib while this process analyses
     with drawing_helper(enabled=not per_rank) as helper:
-        from specscope.analysis.inputs import pair_ranks, resolve, resolve_ranks
+        from specscope.analysis.inputs import pair_ranks, resolve_ranks
         from specscope.analysis.spec import check_regexes
         from specscope.analysis.targets import check_output_dir
         from specscope.reports.report import report_folder, write_rank_index, write_report
@@ -144,12 +215,14 @@ def report_cmd(ctx: click.Context, inputs: tuple[str, ...], labels: str | None, 
         given = given_options(ctx, skip=("labels",))
         stats = {"noise_floor_pct": noise_floor, "min_steps": min_steps, "seed": seed}
         if not per_rank:
-            resolved = [resolve(ref, spec, spec_args.options) for ref in inputs]
+            resolved, early = _resolve_shedding(inputs, spec_args, gap, highlight, lead_us, span_us)
             analyses = [r.analysis for r in resolved]
             warn_if_chosen_differently(analyses, spec_args.spec_given)
             gap, highlight = _gap_and_highlight(spec_args.defaults_spec(analyses), gap, highlight)
             settings = _Settings(gap, lead_us, span_us, highlight, stats)
-            one = _prepare(inputs, resolved, names, given, settings, names)
+            one = _prepare(
+                inputs, resolved, names, given, settings, names, early.get((gap, highlight))
+            )
             with report_folder(out) as out_dir:
                 write_report(out_dir, **one, helper=helper)
             click.echo(str(out_dir / "report.html"))
@@ -185,10 +258,13 @@ class _Settings:
     stats: dict
 
 
-def _prepare(inputs, resolved, names: list[str], given, s: _Settings, labels: list[str]) -> dict:
+def _prepare(
+    inputs, resolved, names: list[str], given, s: _Settings, labels: list[str], early=None
+) -> dict:
     """Compare and explain one report's inputs (one rank's, or the only ones): the keyword
     arguments of :func:`specscope.reports.report.write_report` but its folder. ``names``: the
-    inputs' names on the page; ``labels``: the ``--labels`` of the reproduce commands."""
+    inputs' names on the page; ``labels``: the ``--labels`` of the reproduce commands;
+    ``early``: the views and stories :func:`_resolve_shedding` made of shed inputs."""
     from specscope.analysis.compare import compare_runs
     from specscope.analysis.explain import report_explanations
     from specscope.cli.compare import compare_cmd
@@ -198,10 +274,11 @@ def _prepare(inputs, resolved, names: list[str], given, s: _Settings, labels: li
         compare_runs([resolved[0].analysis], [r.analysis], labels=(names[0], names[i]), **s.stats)
         for i, r in enumerate(resolved[1:], 1)
     ]
-    views = _views(resolved, s.gap, s.lead_us, s.highlight, s.span_us)
+    views = _views(resolved, s.gap, s.lead_us, s.highlight, s.span_us, early)
     compare_flags = [o for p in compare_cmd.params for o in p.opts]
     commands = reproduce_commands(inputs, labels, given, compare_flags, resolved)
-    texts, notes = report_explanations([r.analysis for r in resolved], names, s.gap)
+    stories = None if early is None else {i: story for i, (_, story) in early.items()}
+    texts, notes = report_explanations([r.analysis for r in resolved], names, s.gap, stories)
     for note in notes:
         warn(note)
     return {"inputs": resolved, "labels": names, "comparisons": comparisons, "views": views,

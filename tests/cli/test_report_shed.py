@@ -1,0 +1,70 @@
+"""``report`` sheds each input's operations once its median-step view and gap story are made
+(issue 19: two 20 M exports held 3.2 GiB at once): the same report as with every input whole."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from testdata import AFTER, BEFORE, DATA
+
+from specscope.analysis.run import Analysis
+from specscope.cli import report as report_cli
+from specscope.cli.report import report_cmd
+
+GRAPHS = DATA / "graphs"
+PAIRS = [
+    [str(BEFORE), str(AFTER), "--preset", "eagle"],
+    [str(BEFORE), str(AFTER)],  # zero-config: the gap known from the first input's spec
+    [str(GRAPHS / "run_graph_kpool_nvtx.sqlite"), str(GRAPHS / "run_graph_alias_nvtx.sqlite"),
+     str(GRAPHS / "cycle_graph_nvtx.sqlite"), "--labels", "a,b,c", "--preset", "eagle"],
+]  # fmt: skip
+
+
+def _report(tmp_path: Path, args: list[str], name: str) -> dict[str, str]:
+    r = CliRunner().invoke(report_cmd, [*args, "--out", str(tmp_path / name)])
+    assert r.exit_code == 0, r.output
+    (folder,) = (tmp_path / name).iterdir()
+    texts = {}
+    for f in ("summary.md", "report.html"):
+        lines = (folder / f).read_text().splitlines()
+        out = str(tmp_path / name)  # (the --out folder, in the reproduce commands)
+        texts[f] = "\n".join(x for x in lines if "generated 20" not in x and out not in x)
+    return texts
+
+
+@pytest.mark.parametrize("args", PAIRS)
+def test_a_report_of_shed_inputs_is_the_report_of_whole_ones(tmp_path, monkeypatch, args):
+    shed_calls = []
+    real_shed = Analysis.shed
+
+    def counted(self):
+        shed_calls.append(self.source)
+        return real_shed(self)
+
+    monkeypatch.setattr(Analysis, "shed", counted)
+    shed = _report(tmp_path, args, "shed")
+    n_inputs = len([a for a in args if a.endswith(".sqlite")])
+    assert len(shed_calls) == n_inputs  # (each input shed once its views were made)
+    monkeypatch.setattr(report_cli, "_resolve_shedding", _whole)
+    assert _report(tmp_path, args, "whole") == shed
+
+
+def _whole(inputs, spec_args, *_):
+    """The inputs resolved and kept whole (what report did before)."""
+    from specscope.analysis.inputs import resolve
+
+    return [resolve(ref, spec_args.given_spec, spec_args.options) for ref in inputs], {}
+
+
+def test_the_views_error_is_raised_after_every_input_as_before(tmp_path):
+    """A gap the second input has no value of: its view fails when made, and the error comes
+    where the report raised it before, after both inputs were analysed."""
+    cpu_only = DATA / "cpu_eagle_2023.sqlite"
+    r = CliRunner().invoke(
+        report_cmd, [str(BEFORE), str(cpu_only), "--preset", "eagle", "--out", str(tmp_path)]
+    )
+    assert r.exit_code == 2
+    assert f"{cpu_only}: no value of 'gap_us:" in r.output
+    assert not list(tmp_path.iterdir())  # (nothing written)
