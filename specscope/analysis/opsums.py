@@ -278,6 +278,25 @@ def _strided(a: np.ndarray) -> int | None:
     return 0 if a.strides[0] == 0 else None
 
 
+def _launch_strides(pid, corr, a_start, a_gtid, start, tid) -> tuple[int, int] | None:
+    """The strides of ``pid`` and ``a_gtid`` (:func:`_strided`) where the columns of a launch
+    lookup are what its C loops read (the operations' pid and id, the calls' start and
+    globalTid, the results' start and thread), else None."""
+    pid_stride, gtid_stride = _strided(pid), _strided(a_gtid)
+    if (
+        pid_stride is None
+        or gtid_stride is None
+        or pid.dtype.kind != "i"
+        or a_gtid.dtype != np.int64
+        or not (_ints(corr) and _exact(np.int64, a_start))
+        or not (_exact(np.float64, start) and _exact(np.int32, tid))
+        or len(a_gtid) != len(a_start)
+        or not _same_length(pid, corr, start, tid)
+    ):
+        return None
+    return pid_stride, gtid_stride
+
+
 def launch_lookup(
     pid: np.ndarray,
     corr: np.ndarray,
@@ -292,22 +311,17 @@ def launch_lookup(
     (:class:`.loader.IdTables`), as :meth:`.loader.Trace._launches` does; False where the C
     loop cannot (``start`` and ``tid`` then as they were)."""
     fn = _function("launch_lookup")
-    pid_stride, gtid_stride = _strided(pid), _strided(a_gtid)
     table = tables.table
+    strides = _launch_strides(pid, corr, a_start, a_gtid, start, tid)
     if (
         fn is None
-        or pid_stride is None
-        or gtid_stride is None
-        or pid.dtype.kind != "i"
-        or a_gtid.dtype != np.int64
-        or not (_ints(corr, table) and _exact(np.int64, a_start))
-        or not (_exact(np.float64, start) and _exact(np.int32, tid))
+        or strides is None
+        or not _ints(table)
         or not _exact(np.int64, tables.pids, tables.lows, tables.spans, tables.bases)
         or not len(tables.pids)
-        or len(a_gtid) != len(a_start)
-        or not _same_length(pid, corr, start, tid)
     ):
         return False
+    pid_stride, gtid_stride = strides
     got = fn(
         len(pid), _p(pid), pid.dtype.itemsize, pid_stride, _p(corr), corr.dtype.itemsize,
         len(tables.pids), _p(tables.pids), _p(tables.lows), _p(tables.spans), _p(tables.bases),
@@ -335,21 +349,11 @@ def sorted_lookup(
     from the previous one's place (a gallop, then halving) rather than by a search from the
     middle of every call; False where the C loop cannot (``start`` and ``tid`` as they were)."""
     fn = _function("sorted_lookup")
-    pid_stride, gtid_stride = _strided(pid), _strided(a_gtid)
     a_corr = ids.ids
-    if (
-        fn is None
-        or pid_stride is None
-        or gtid_stride is None
-        or pid.dtype.kind != "i"
-        or a_gtid.dtype != np.int64
-        or not (_ints(corr, a_corr) and _exact(np.int64, a_start))
-        or not (_exact(np.float64, start) and _exact(np.int32, tid))
-        or len(a_gtid) != len(a_start)
-        or len(a_corr) != len(a_start)
-        or not _same_length(pid, corr, start, tid)
-    ):
+    strides = _launch_strides(pid, corr, a_start, a_gtid, start, tid)
+    if fn is None or strides is None or not _ints(a_corr) or len(a_corr) != len(a_start):
         return False
+    pid_stride, gtid_stride = strides
     fn(
         len(pid), _p(pid), pid.dtype.itemsize, pid_stride, _p(corr), corr.dtype.itemsize,
         int(ids.pid), _p(a_corr), a_corr.dtype.itemsize, len(a_corr), _p(a_start),
