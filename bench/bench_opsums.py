@@ -8,7 +8,7 @@ times each stage that has a C loop, with the loops (the default) and with
 median in ms, and whether the two results are equal. Stages: the launch lookup
 (``Trace._launches``), the names' categorical codes (``loader._unique_inverse``), the class
 and pattern counts (``metrics._class_counts``), first start and last end per step
-(``metrics._first_last``), the anchors' head operations (``gaps.anchor_extents``) and the
+(``metrics.group_first_last``), the anchors' head operations (``gaps.anchor_extents``) and the
 union coverage's prefix
 (``coverage._coverage_of``); with several devices, the regrouping of their rows
 (``loader.by_device``). One core, in this process: the stages as the analysis runs them,
@@ -88,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
         "launch lookup (Trace._launches)": lambda: trace._launches(pid, corr),
         "names' codes (_unique_inverse)": lambda: loader._unique_inverse(codes),
         "class counts (_class_counts)": lambda: metrics._class_counts(st, patterns),
-        "first/last per step": lambda: metrics._first_last(group, len(st.all_steps), *times),
+        "first/last per step": lambda: metrics.group_first_last(group, len(st.all_steps), *times),
         "anchor heads (anchor_extents)": lambda: gaps.anchor_extents(st),
         "union coverage (_coverage_of)": lambda: coverage._coverage_of(*times),
     }
