@@ -86,42 +86,50 @@ def _views(
     return views
 
 
-def _resolve_shedding(inputs, spec_args: SpecArgs, gap, highlight, lead_us, span_us):
-    """The inputs resolved one after the other, each (once the report's gap is known) with its
-    median-step view and its gap's story made at once and then shed
+def _resolve_shedding(sides_of, inputs, spec_args: SpecArgs, gap, highlight, lead_us, span_us):
+    """The inputs resolved one after the other (``sides_of(ref)``: rank label -> resolved
+    input; one entry without ``--per-rank``), each (once the report's gap is known) with the
+    median-step view and gap story of every rank made at once and then shed
     (:meth:`~specscope.analysis.run.Analysis.shed`): one export's operations held at a time,
-    not every input's (two of 20 M GPU ops: 3.2 GiB). The gap is known from the first input
-    with a step spec (:meth:`SpecArgs.defaults_spec` takes the first), or the given spec;
-    while it is not, or where it is no gap, the inputs stay whole and everything is made after
-    them, as before. Returns the inputs and ``{(gap, highlight): {index: (view or error,
+    not every input's (two of 20 M GPU ops: 3.2 GiB). The gap is known from the first analysis
+    with a step spec (:meth:`SpecArgs.defaults_spec` takes the first), or the given spec; while
+    it is not, or where it is no gap, the inputs stay whole and everything is made after them,
+    as before. Returns the sides and ``{(gap, highlight): {(input, rank label): (view or error,
     story or error)}}``, for the gap they were made for."""
-    from specscope.analysis.inputs import resolve
     from specscope.analysis.spec import spec_from_dict
 
-    resolved, made, known = [], {}, None
+    sides, made, known = [], {}, None
     for ref in inputs:
-        resolved.append(resolve(ref, spec_args.given_spec, spec_args.options))
+        sides.append(sides_of(ref))
         if known is None:
+            analyses = [r.analysis for side in sides for r in side.values()]
             first = (
                 spec_args.spec
                 if spec_args.spec_given
-                else next(
-                    (s for r in resolved if (s := spec_from_dict(r.analysis.spec)) is not None),
-                    None,
-                )
+                else next((s for a in analyses if (s := spec_from_dict(a.spec)) is not None), None)
             )
+            del analyses
             try:
                 known = None if first is None else _gap_and_highlight(first, gap, highlight)
             except (click.UsageError, SpecscopeError):
                 known = None  # (the same error is raised after every input, as before)
         if known is None:
             continue
-        for i in range(len(resolved)):
-            if i not in made and not resolved[i].analysis.detached:
-                made[i] = _live_parts(resolved[i].analysis, *known, lead_us, span_us)
-                shed = resolved[i].analysis.shed()  # (no name left holding the whole one)
-                resolved[i] = dataclasses.replace(resolved[i], analysis=shed)
-    return resolved, ({known: made} if known is not None else {})
+        for k, side in enumerate(sides):
+            for label in side:
+                if (k, label) not in made and not side[label].analysis.detached:
+                    made[k, label] = _live_parts(side[label].analysis, *known, lead_us, span_us)
+                    shed = side[label].analysis.shed()  # (no name left holding the whole one)
+                    side[label] = dataclasses.replace(side[label], analysis=shed)
+    return sides, ({known: made} if known is not None else {})
+
+
+def _early_of(made: dict | None, labels: list[str]) -> dict[int, tuple] | None:
+    """Of :func:`_resolve_shedding`'s views and stories, those of rank ``labels[k]`` of each
+    input ``k``, by input."""
+    if made is None:
+        return None
+    return {k: made[k, label] for k, label in enumerate(labels) if (k, label) in made}
 
 
 def _live_parts(a, gap: str, highlight, lead_us: float, span_us) -> tuple:
@@ -202,7 +210,7 @@ def report_cmd(ctx: click.Context, inputs: tuple[str, ...], labels: str | None, 
     names = _labels(labels, len(inputs))  # imports pandas
     # a helper forked now imports matplotlib while this process analyses
     with drawing_helper(enabled=not per_rank) as helper:
-        from specscope.analysis.inputs import pair_ranks, resolve_ranks
+        from specscope.analysis.inputs import pair_ranks, resolve, resolve_ranks
         from specscope.analysis.spec import check_regexes
         from specscope.analysis.targets import check_output_dir
         from specscope.reports.report import report_folder, write_rank_index, write_report
@@ -215,28 +223,36 @@ def report_cmd(ctx: click.Context, inputs: tuple[str, ...], labels: str | None, 
         given = given_options(ctx, skip=("labels",))
         stats = {"noise_floor_pct": noise_floor, "min_steps": min_steps, "seed": seed}
         if not per_rank:
-            resolved, early = _resolve_shedding(inputs, spec_args, gap, highlight, lead_us, span_us)
+            sides, early = _resolve_shedding(
+                lambda ref: {"": resolve(ref, spec, spec_args.options)},
+                inputs, spec_args, gap, highlight, lead_us, span_us,
+            )  # fmt: skip
+            resolved = [side[""] for side in sides]
             analyses = [r.analysis for r in resolved]
             warn_if_chosen_differently(analyses, spec_args.spec_given)
             gap, highlight = _gap_and_highlight(spec_args.defaults_spec(analyses), gap, highlight)
             settings = _Settings(gap, lead_us, span_us, highlight, stats)
-            one = _prepare(
-                inputs, resolved, names, given, settings, names, early.get((gap, highlight))
-            )
+            made = _early_of(early.get((gap, highlight)), [""] * len(resolved))
+            one = _prepare(inputs, resolved, names, given, settings, names, made)
             with report_folder(out) as out_dir:
                 write_report(out_dir, **one, helper=helper)
             click.echo(str(out_dir / "report.html"))
             return
-    sides = [resolve_ranks(ref, spec, spec_args.options) for ref in inputs]
+    sides, early = _resolve_shedding(
+        lambda ref: resolve_ranks(ref, spec, spec_args.options),
+        inputs, spec_args, gap, highlight, lead_us, span_us,
+    )  # fmt: skip
     analyses = [r.analysis for side in sides for r in side.values()]
     warn_if_chosen_differently(analyses, spec_args.spec_given)
     gap, highlight = _gap_and_highlight(spec_args.defaults_spec(analyses), gap, highlight)
     settings = _Settings(gap, lead_us, span_us, highlight, stats)
+    made = early.get((gap, highlight))
     ranks = []
     for group in pair_ranks(sides):
         rank_names = [f"{n}[{label}]" for n, (label, _) in zip(names, group, strict=True)]
         resolved = [r for _, r in group]
-        ranks.append(_prepare(inputs, resolved, rank_names, given, settings, names))
+        mine = _early_of(made, [label for label, _ in group])
+        ranks.append(_prepare(inputs, resolved, rank_names, given, settings, names, mine))
     with report_folder(out) as out_dir:
         for i, one in enumerate(ranks):
             (out_dir / f"rank{i}").mkdir()

@@ -51,11 +51,9 @@ def test_a_report_of_shed_inputs_is_the_report_of_whole_ones(tmp_path, monkeypat
     assert _report(tmp_path, args, "whole") == shed
 
 
-def _whole(inputs, spec_args, *_):
+def _whole(sides_of, inputs, *_):
     """The inputs resolved and kept whole (what report did before)."""
-    from specscope.analysis.inputs import resolve
-
-    return [resolve(ref, spec_args.given_spec, spec_args.options) for ref in inputs], {}
+    return [sides_of(ref) for ref in inputs], {}
 
 
 def test_the_views_error_is_raised_after_every_input_as_before(tmp_path):
@@ -68,3 +66,31 @@ def test_the_views_error_is_raised_after_every_input_as_before(tmp_path):
     assert r.exit_code == 2
     assert f"{cpu_only}: no value of 'gap_us:" in r.output
     assert not list(tmp_path.iterdir())  # (nothing written)
+
+
+def test_a_per_rank_report_of_shed_inputs_is_the_report_of_whole_ones(tmp_path, monkeypatch):
+    """Every rank of each export shed once its views are made (the export's operations, shared
+    by its ranks, freed before the next export is read): each rank's report the same."""
+    path = str(GRAPHS / "two_proc_graph.sqlite")
+    args = [path, path, "--per-rank", "--min-steps", "5"]
+
+    def reports(name: str) -> dict[str, str]:
+        r = CliRunner().invoke(report_cmd, [*args, "--out", str(tmp_path / name)])
+        assert r.exit_code == 0, r.output
+        (folder,) = (tmp_path / name).iterdir()
+        out = str(tmp_path / name)
+        return {
+            str(f.relative_to(folder)): "\n".join(
+                x for x in f.read_text().splitlines() if "generated 20" not in x and out not in x
+            )
+            for f in sorted(folder.rglob("*")) if f.suffix in (".md", ".html")
+        }  # fmt: skip
+
+    shed_calls = []
+    real_shed = Analysis.shed
+    monkeypatch.setattr(Analysis, "shed", lambda a: shed_calls.append(a.pid) or real_shed(a))
+    shed = reports("shed")
+    assert sorted(shed_calls) == [2099, 2099, 2100, 2100]  # (two ranks of each input)
+    assert "rank1/report.html" in shed
+    monkeypatch.setattr(report_cli, "_resolve_shedding", _whole)
+    assert reports("whole") == shed
