@@ -124,6 +124,19 @@ def _resolve_shedding(sides_of, inputs, spec_args: SpecArgs, gap, highlight, lea
     return sides, ({known: made} if known is not None else {})
 
 
+def _analysed(sides_of, inputs, spec_args: SpecArgs, view_args: tuple, stats: dict):
+    """The inputs' sides (:func:`_resolve_shedding`; ``view_args``: the ``--gap``,
+    ``--highlight``, ``--lead`` and ``--span`` given), the report's settings (gap and highlight
+    defaults from the analyses, as before) and the views and stories made while shedding, for
+    that gap (None: none were)."""
+    gap, highlight, lead_us, span_us = view_args
+    sides, early = _resolve_shedding(sides_of, inputs, spec_args, gap, highlight, lead_us, span_us)
+    analyses = [r.analysis for side in sides for r in side.values()]
+    warn_if_chosen_differently(analyses, spec_args.spec_given)
+    gap, highlight = _gap_and_highlight(spec_args.defaults_spec(analyses), gap, highlight)
+    return sides, _Settings(gap, lead_us, span_us, highlight, stats), early.get((gap, highlight))
+
+
 def _early_of(made: dict | None, labels: list[str]) -> dict[int, tuple] | None:
     """Of :func:`_resolve_shedding`'s views and stories, those of rank ``labels[k]`` of each
     input ``k``, by input."""
@@ -223,30 +236,21 @@ def report_cmd(ctx: click.Context, inputs: tuple[str, ...], labels: str | None, 
         given = given_options(ctx, skip=("labels",))
         stats = {"noise_floor_pct": noise_floor, "min_steps": min_steps, "seed": seed}
         if not per_rank:
-            sides, early = _resolve_shedding(
+            sides, settings, made = _analysed(
                 lambda ref: {"": resolve(ref, spec, spec_args.options)},
-                inputs, spec_args, gap, highlight, lead_us, span_us,
+                inputs, spec_args, (gap, highlight, lead_us, span_us), stats,
             )  # fmt: skip
             resolved = [side[""] for side in sides]
-            analyses = [r.analysis for r in resolved]
-            warn_if_chosen_differently(analyses, spec_args.spec_given)
-            gap, highlight = _gap_and_highlight(spec_args.defaults_spec(analyses), gap, highlight)
-            settings = _Settings(gap, lead_us, span_us, highlight, stats)
-            made = _early_of(early.get((gap, highlight)), [""] * len(resolved))
+            made = _early_of(made, [""] * len(resolved))
             one = _prepare(inputs, resolved, names, given, settings, names, made)
             with report_folder(out) as out_dir:
                 write_report(out_dir, **one, helper=helper)
             click.echo(str(out_dir / "report.html"))
             return
-    sides, early = _resolve_shedding(
+    sides, settings, made = _analysed(
         lambda ref: resolve_ranks(ref, spec, spec_args.options),
-        inputs, spec_args, gap, highlight, lead_us, span_us,
+        inputs, spec_args, (gap, highlight, lead_us, span_us), stats,
     )  # fmt: skip
-    analyses = [r.analysis for side in sides for r in side.values()]
-    warn_if_chosen_differently(analyses, spec_args.spec_given)
-    gap, highlight = _gap_and_highlight(spec_args.defaults_spec(analyses), gap, highlight)
-    settings = _Settings(gap, lead_us, span_us, highlight, stats)
-    made = early.get((gap, highlight))
     ranks = []
     for group in pair_ranks(sides):
         rank_names = [f"{n}[{label}]" for n, (label, _) in zip(names, group, strict=True)]
