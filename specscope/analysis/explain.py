@@ -478,12 +478,9 @@ def report_explanations(
             raise made[i]
         return made[i]
 
-    def from_db(a: Analysis) -> bool:
-        return a.detached and not a.is_shed
-
     texts, notes = [], []
     for i, (a, label) in enumerate(zip(analyses[1:], labels[1:], strict=True), 1):
-        if from_db(analyses[0]) or from_db(a):
+        if analyses[0].from_database or a.from_database:
             notes.append(f"no explanation of {labels[0]} → {label}: a results-database run")
             continue
         try:

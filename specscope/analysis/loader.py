@@ -385,14 +385,16 @@ class Trace:
         return self._nvtx_all[1]
 
     # ---------------------------------------------------------------- CUDA API
+    @cached_property
+    def api_names(self) -> dict[int, str]:
+        """StringIds id -> the CUDA API function it names, without any ``_v…`` or per-thread
+        stream suffix (every string, as a call's name id may be any of them)."""
+        return {i: _VERSION_SUFFIX.sub("", v) for i, v in self.strings.items()}
+
     def api_name_ids(self, names: Iterable[str]) -> dict[int, str]:
         """StringIds ids of the CUDA API functions ``names`` (any ``_v…`` suffix)."""
         wanted = set(names)
-        return {
-            i: _VERSION_SUFFIX.sub("", v)
-            for i, v in self.strings.items()
-            if _VERSION_SUFFIX.sub("", v) in wanted
-        }
+        return {i: name for i, name in self.api_names.items() if name in wanted}
 
     def os_calls(self, pid: int, tid: int) -> pd.DataFrame:
         """``name, start_ns, end_ns`` of the OS runtime calls of thread (``pid``, ``tid``) that
@@ -438,7 +440,7 @@ class Trace:
             yield pd.DataFrame(dict.fromkeys(cols[:-1], empty) | {"name": name}, columns=cols)
             return
         if names is None:
-            ids = {i: _VERSION_SUFFIX.sub("", v) for i, v in self.strings.items()}
+            ids = self.api_names
         else:
             ids = self.api_name_ids(names)
         for piece in self.api_pieces(None if names is None else list(ids), rows, thread):
@@ -451,12 +453,11 @@ class Trace:
         eager export's timeline wants a step's few of its 4 M calls)."""
         if not self.has("CUPTI_ACTIVITY_KIND_RUNTIME"):
             return next(self.api_chunks(rows=None))
-        ids = {i: _VERSION_SUFFIX.sub("", v) for i, v in self.strings.items()}
         kept = []
         for piece in self.api_pieces(thread=(pid, tid)):  # (one at least)
             mask = keep(piece[0], piece[1], piece[3])
             kept.append([c[mask] for c in piece])
-        return _api_frame([np.concatenate([p[k] for p in kept]) for k in range(5)], ids)
+        return _api_frame([np.concatenate([p[k] for p in kept]) for k in range(5)], self.api_names)
 
     @cached_property
     def _runtime(self) -> list[np.ndarray]:
@@ -825,7 +826,7 @@ def _rows_of_few(
     is among those, in their order."""
     a_pid = _call_pids(a_gtid)
     if _in_id_order(a_pid, a_corr) if in_id_order is None else in_id_order:  # (a search each)
-        return _by_sorted_ids(int(a_pid[0]), a_corr)(pid, corr)
+        return SortedIds(int(a_pid[0]), a_corr)(pid, corr)
     found = np.flatnonzero(np.isin(a_corr, corr[corr > 0]))
     rows = _call_rows(a_pid[found], a_corr[found])(pid, corr)
     hit = rows >= 0
@@ -841,7 +842,7 @@ def _call_rows(a_pid: np.ndarray, a_corr: np.ndarray, in_id_order: bool | None =
     Each process' correlation ids dense and none twice: a table indexed by process and id, one
     stretch per process, no sort, no search (:func:`_id_tables`). One process' ids in order but
     sparse (an eager PyTorch export): a search among them as they are
-    (:func:`_by_sorted_ids`). Else the pairs are searched among the calls sorted by pair (by
+    (:class:`SortedIds`). Else the pairs are searched among the calls sorted by pair (by
     process alone where that sorts them: :func:`_key_order`)."""
     if not len(a_pid):
         return lambda pid, corr: np.full(len(pid), -1, dtype=np.int64)
@@ -849,7 +850,7 @@ def _call_rows(a_pid: np.ndarray, a_corr: np.ndarray, in_id_order: bool | None =
     if by_table is not None:
         return by_table
     if _in_id_order(a_pid, a_corr) if in_id_order is None else in_id_order:
-        return _by_sorted_ids(int(a_pid[0]), a_corr)
+        return SortedIds(int(a_pid[0]), a_corr)
     a_keys = (a_pid << _CORR_BITS) | a_corr
     order = _key_order(a_pid, a_keys)
     sorted_keys = a_keys if order is None else a_keys[order]
@@ -874,23 +875,18 @@ def _call_pids(a_gtid: np.ndarray) -> np.ndarray:
 
 def _in_id_order(a_pid: np.ndarray, a_corr: np.ndarray) -> bool:
     """Whether the calls are of one process, their correlation ids increasing (as nsys writes
-    one process' calls): each id once, looked up as they are (:func:`_by_sorted_ids`)."""
+    one process' calls): each id once, looked up as they are (:class:`SortedIds`)."""
     return bool(len(a_pid)) and one_valued(a_pid) and increasing(a_corr)
-
-
-def _by_sorted_ids(a_pid: int, a_corr: np.ndarray) -> SortedIds:
-    """:func:`_call_rows`'s lookup where every call is of one process and their ids increase
-    (as nsys writes one process' calls), but sparsely (CUPTI gives ids to the driver calls it
-    does not record: 6.5 ids per recorded call in an eager PyTorch export): a search among the
-    ids as they are, without sorting them."""
-    return SortedIds(a_pid, a_corr)
 
 
 @dataclass(frozen=True, eq=False)
 class SortedIds:
-    """:func:`_by_sorted_ids`' lookup: the calls all of process ``pid``, their correlation
-    ``ids`` increasing. Called as ``rows(pid, corr)`` (a search per pair, the reference);
-    :func:`.opsums.sorted_lookup` finds each id from the last one's place in C."""
+    """:func:`_call_rows`'s lookup where every call is of process ``pid`` and their correlation
+    ``ids`` increase (as nsys writes one process' calls), but sparsely (CUPTI gives ids to the
+    driver calls it does not record: 6.5 ids per recorded call in an eager PyTorch export): a
+    search among the ids as they are, without sorting them. Called as ``rows(pid, corr)`` (a
+    search per pair, the reference); :func:`.opsums.sorted_lookup` finds each id from the
+    last one's place in C."""
 
     pid: int
     ids: np.ndarray

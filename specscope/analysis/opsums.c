@@ -224,6 +224,15 @@ static int64_t lower_bound_from(const void *ids, int w, int64_t n, int64_t x, in
     return lo;
 }
 
+/* The interval (starts sorted, ends) holding x: the last one starting at or before x, where x
+   is before its end; else -1. Searched from *hint (lower_bound_from), left where it ended. */
+static inline int64_t interval_from(const int64_t *starts, const int64_t *ends, int64_t n,
+                                    int64_t x, int64_t *hint) {
+    int64_t k = lower_bound_from(starts, 8, n, x + 1, *hint);  /* k: starts <= x */
+    *hint = k;
+    return (k >= 1 && x < ends[k - 1]) ? k - 1 : -1;
+}
+
 /* loader.Trace._launches by loader.SortedIds: the calls all of process a_pid, their
    correlation ids (ids, n_calls) increasing but sparse; each operation (pid, corr) of that
    process with corr > 0 takes the start (as float64) and thread of the call with its id, where
@@ -256,10 +265,7 @@ int64_t interval_lookup(int64_t n, const double *t, int64_t n_int, const int64_t
     for (int64_t i = 0; i < n; i++) {
         double v = t[i];
         if (!(v >= -9.2e18 && v <= 9.2e18)) return -1;  /* NaN or beyond int64 */
-        int64_t x = (int64_t)v;
-        int64_t k = lower_bound_from(starts, 8, n_int, x + 1, hint);  /* starts <= x: k */
-        hint = k;
-        int64_t found = (k >= 1 && x < ends[k - 1]) ? k - 1 : -1;
+        int64_t found = interval_from(starts, ends, n_int, (int64_t)v, &hint);
         if (ow == 4) ((int32_t *)out)[i] = (int32_t)found; else ((int64_t *)out)[i] = found;
     }
     return 0;
@@ -277,11 +283,9 @@ int64_t api_counts(int64_t n, const int64_t *start, const void *name, int nw,
         int64_t id = at(name, nw, i);
         if (id < 0) return -1;
         if (id >= n_ids || family[id] < 0) continue;
-        int64_t x = start[i];
-        if (x == INT64_MAX) return -1;
-        int64_t k = lower_bound_from(s_start, 8, n_steps, x + 1, hint);
-        hint = k;
-        if (k >= 1 && x < s_end[k - 1]) counts[family[id] * n_steps + k - 1]++;
+        if (start[i] == INT64_MAX) return -1;
+        int64_t k = interval_from(s_start, s_end, n_steps, start[i], &hint);
+        if (k >= 0) counts[family[id] * n_steps + k]++;
     }
     return 0;
 }

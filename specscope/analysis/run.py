@@ -129,6 +129,12 @@ class Analysis:
         (module doc)."""
         return self.steps is None and self.step_totals is not None
 
+    @property
+    def from_database(self) -> bool:
+        """Whether this run was read back from a results database (or built by hand): detached
+        and not shed, so no operations of it were ever seen here (no timeline, no story)."""
+        return self.detached and not self.is_shed
+
     @cached_property
     def ops(self) -> pd.DataFrame | None:
         """GPU operations of the reported steps (``step, name, kind, dur_us``; name and kind as

@@ -225,7 +225,7 @@ def warn_if_chosen_differently(analyses: list[Analysis], spec_given: bool) -> No
     """One `warning:` line when zero-config chose different step specs for the inputs of one
     command (their metrics then differ, or mean different things)."""
     specs = {json.dumps(a.spec, sort_keys=True) for a in analyses
-             if not a.detached or a.is_shed}  # fmt: skip
+             if not a.from_database}  # fmt: skip
     if not spec_given and len(specs) > 1:
         warn(
             "the inputs' steps were chosen differently (see the notes above): give the same "

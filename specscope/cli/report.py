@@ -81,7 +81,7 @@ def _views(
     for r in resolved:
         for note in r.analysis.notes:
             tell(note, f"{r.ref}: ")
-        if r.analysis.detached and not r.analysis.is_shed:
+        if r.analysis.from_database:
             warn(f"{r.ref}: a results-database run; no timeline or composition for it")
     return views
 

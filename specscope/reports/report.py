@@ -56,7 +56,7 @@ def input_facts(i: ResolvedInput, label: str, view: MedianStep | None) -> list[t
         facts.append(("export", str(i.export)))
     if i.sha256:
         facts.append(("sha256", i.sha256))
-    if r.detached and not r.is_shed:  # (shed: its views made before, an export's still)
+    if r.from_database:
         facts.append(("source", f"{r.source} (results database: per-step metrics only)"))
     facts += [
         ("steps", f"{r.n_steps} (after skipping {r.skipped} warm-up)"),
