@@ -152,14 +152,14 @@ def read_runtime(
     narrower on large exports: :mod:`.memory`), read by ``sql`` (:func:`runtime_sql`), or
     with ``path`` (the export's file) by a page scan where its pages are decoded
     (:func:`.opsscan.runtime_parts`)."""
-    cols = None
-    parts = opsscan.scanned_parts(path, opsscan.runtime_parts, sql, read_threads())
+    cols, threads = None, read_threads()
+    parts = opsscan.scanned_parts(path, opsscan.runtime_parts, sql, threads)
     if parts:  # pieces of the table on threads, into columns as narrow as they end up (a
         # piece a scan refuses is read by its SQL, on a connection of this thread's own)
         own = sqlite3.connect(readonly_uri(path), uri=True) if con is None else None
         try:
             cols = int_columns_many(con or own, lambda: None, parts, 5, _RUNTIME_DTYPES,
-                                    threads=read_threads())  # fmt: skip
+                                    threads=threads)  # fmt: skip
         finally:
             if own is not None:
                 own.close()

@@ -107,3 +107,22 @@ def test_nesting_depth_in_c_is_the_loops(native_cache, monkeypatch, seed):
     assert native.built(native.OPSUMS)[0] is None  # (so the loop below is the reference)
     want = composition._nesting_depth(start, end)
     assert np.array_equal(got, want) and want.max() > 2
+
+
+@pytest.mark.parametrize("name", ["eagle_node_after.sqlite", "graphs/run_graph_kpool_nvtx.sqlite"])
+def test_a_steps_views_make_no_frame_of_every_call(name, monkeypatch):
+    """The median-step view and the gap's story read the thread's calls near the step only
+    (:meth:`.Trace.thread_api`): ``Trace.api``, a frame of every call, is never built."""
+    from specscope.analysis.explain import explain_gap
+    from specscope.analysis.loader import Trace
+
+    (a,) = _analyses(name)[:1]
+    gap = next(c for c in a.frame.columns if c.startswith("gap_us:") and a.frame[c].notna().any())
+
+    def every_call(*args, **kw):
+        raise AssertionError("a frame of every CUDA API call")
+
+    monkeypatch.setattr(Trace, "api", every_call)
+    view = composition.median_step_view(a, gap)
+    assert len(view.timeline.host.calls) and len(view.timeline.host.links)
+    assert explain_gap(a, gap).launch_call is not None
