@@ -6,7 +6,7 @@ Loads EXPORT once and finds its steps (``--preset``, else zero-config's first pr
 times each stage that has a C loop, with the loops (the default) and with
 ``SPECSCOPE_NATIVE=0`` (the numpy reference), alternating, ``--repeat`` times each: best and
 median in ms, and whether the two results are equal. Stages: the launch lookup
-(``Trace._launches``), the names' categorical codes (``loader._unique_inverse``), the class
+(``Trace.launches``), the names' categorical codes (``loader._unique_inverse``), the class
 and pattern counts (``metrics._class_counts``), first start and last end per step
 (``metrics.group_first_last``), the anchors' head operations (``gaps.anchor_extents``) and the
 union coverage's prefix
@@ -85,11 +85,11 @@ def main(argv: list[str] | None = None) -> int:
     patterns = list(st.spec.count_kernels) or ["fused_metadata_copy"]
     group, times = ops["step"].to_numpy(), (ops["start_ns"].to_numpy(), ops["end_ns"].to_numpy())
     stages = {
-        "launch lookup (Trace._launches)": lambda: trace._launches(pid, corr),
+        "launch lookup (Trace.launches)": lambda: trace.launches(pid, corr),
         "names' codes (_unique_inverse)": lambda: loader._unique_inverse(codes),
         "class counts (_class_counts)": lambda: metrics._class_counts(st, patterns),
         "first/last per step": lambda: metrics.group_first_last(group, len(st.all_steps), *times),
-        "anchor heads (anchor_extents)": lambda: gaps.anchor_extents(st),
+        "anchor heads (anchor_extents)": lambda: gaps.anchor_extents(st, trace.launches),
         "union coverage (_coverage_of)": lambda: coverage._coverage_of(*times),
     }
     device = trace.ops["device_id"].to_numpy()

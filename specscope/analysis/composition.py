@@ -48,6 +48,7 @@ import pandas as pd
 
 from specscope.analysis import opsums
 from specscope.analysis.coverage import union_coverage
+from specscope.analysis.loader import op_launches
 from specscope.analysis.metrics import group_first_last, name_matches
 from specscope.analysis.run import Analysis
 from specscope.analysis.summary import median_step, step_window
@@ -162,6 +163,7 @@ def _op_frame(a: Analysis, lo: float, hi: float, t0: float, highlight: str | Non
     anchor_idx = o["anchor"].to_numpy()
     start = (o["start_ns"].to_numpy() - t0) / 1e3
     end = (o["end_ns"].to_numpy() - t0) / 1e3
+    launch, launch_tid = op_launches(a.trace, o)
     return pd.DataFrame(
         {
             "stream_id": o["stream_id"].to_numpy(),
@@ -176,8 +178,8 @@ def _op_frame(a: Analysis, lo: float, hi: float, t0: float, highlight: str | Non
             "step": o["step"].to_numpy(),
             "highlight": hl,
             "correlation_id": o["correlation_id"].to_numpy(),
-            "launch_us": (o["api_start_ns"].to_numpy() - t0) / 1e3,
-            "launch_tid": o["api_tid"].to_numpy(),
+            "launch_us": (launch - t0) / 1e3,
+            "launch_tid": launch_tid,
         }
     )
 
@@ -234,6 +236,7 @@ def _launch_heads(a: Analysis, lo: float, hi: float) -> pd.DataFrame:
     candidate[n] = False
     o = ops[candidate[anchor]]
     first = o.loc[o.groupby("anchor")["start_ns"].idxmin()]
+    first = first.assign(api_start_ns=op_launches(a.trace, first)[0])  # (its call's start)
     return first[(first["start_ns"] > lo) & (first["api_start_ns"] < hi)].set_index("anchor")
 
 

@@ -158,7 +158,7 @@ def _pair_instance(a: Analysis, gap: str, step: int) -> int:
 def _fill_details(story: GapStory, a: Analysis) -> None:
     """The work in the gap and the host's lag of ``story.step`` (module doc)."""
     i = _pair_instance(a, story.gap, story.step)
-    ext = anchor_extents(a.steps)
+    ext = anchor_extents(a.steps, a.trace.launches)
     start, end = ext.loc[i - 1, "last_ns"], ext.loc[i, "first_ns"]
     launch, tid = ext.loc[i, "launch_ns"], int(ext.loc[i, "launch_tid"])
     story.work = gpu_work(a.steps.ops, start, end)

@@ -44,6 +44,8 @@ graph (and its own idle) is invisible here.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pandas as pd
 
@@ -66,21 +68,28 @@ def attribution_columns(anchor_names: tuple[str, ...]) -> list[str]:
     ]
 
 
-def anchor_extents(steps: Steps) -> pd.DataFrame:
+Launches = Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
+"""(pid, correlation id) -> start and thread of each launch call: :meth:`.Trace.launches`."""
+
+
+def anchor_extents(steps: Steps, launches: Launches) -> pd.DataFrame:
     """Per anchor instance (row of ``steps.anchors``): ``first_ns`` (first start of its GPU
     work), ``last_ns`` (last end), ``launch_ns`` (start of the API call that launched the
     operation starting at ``first_ns``) and ``launch_tid`` (that call's thread, -1 if none);
-    NaN where the instance has no GPU work on the device.
+    NaN where the instance has no GPU work on the device. ``launches``: the trace's
+    :meth:`.Trace.launches`.
 
     The operation starting at ``first_ns``: of those starting then, the one with the earliest
-    call (one without a call, NaN, last), then the first in trace order. The operations are
-    taken :data:`CHUNK_ROWS` rows at a time in trace order, each chunk's instances merged into
-    the extents so far (an instance may span chunks): bounded temporaries, where the rows of
+    call (one without a call, NaN, last), then the first in trace order. Calls are looked up
+    only for the operations that start an instance at the same time as another (and for each
+    instance's head): the operations carry no launch times. The operations are taken
+    :data:`CHUNK_ROWS` rows at a time in trace order, each chunk's instances merged into the
+    extents so far (an instance may span chunks): bounded temporaries, where the rows of
     every instance at once took 13 bytes per operation (0.26 GB at 20 M)."""
     n = len(steps.anchors)
     ops = steps.ops
     anchor = ops["anchor"].to_numpy()
-    if (fast := _anchor_extents_c(ops, anchor, n)) is not None:
+    if (fast := _anchor_extents_c(ops, anchor, n, launches)) is not None:
         return fast  # (one C loop: opsums.py; what follows is its reference)
     first, last, launch = np.full(n, np.nan), np.full(n, np.nan), np.full(n, np.nan)
     tid = np.full(n, -1, dtype=np.int64)
@@ -97,7 +106,7 @@ def anchor_extents(steps: Steps) -> pd.DataFrame:
             rows, group = rows[by_group], group[by_group]
         heads = np.flatnonzero(np.r_[True, group[1:] != group[:-1]])
         idx = group[heads]
-        f, last_end, call, thread = _instance_extents(ops, rows, heads)
+        f, last_end, call, thread = _instance_extents(ops, rows, heads, launches)
         # this chunk's head replaces the one so far where it starts earlier, or at the same
         # time with an earlier call (an equal one: the earlier chunk's, first in trace order)
         known = first[idx]
@@ -111,24 +120,59 @@ def anchor_extents(steps: Steps) -> pd.DataFrame:
     return pd.DataFrame(columns)
 
 
-def _anchor_extents_c(ops: pd.DataFrame, anchor: np.ndarray, n: int) -> pd.DataFrame | None:
+def _rows_launches(ops: pd.DataFrame, rows: np.ndarray, launches: Launches):
+    """:meth:`.Trace.launches` of the operations ``rows`` of ``ops``."""
+    return launches(ops["pid"].to_numpy()[rows], ops["correlation_id"].to_numpy()[rows])
+
+
+def _anchor_extents_c(
+    ops: pd.DataFrame, anchor: np.ndarray, n: int, launches: Launches
+) -> pd.DataFrame | None:
     """:func:`anchor_extents` by the C loop of :mod:`.opsums`, or None (also without anchors:
     the reference then reads no operation)."""
     if not n:
         return None
-    api = ops["api_start_ns"].to_numpy()
     times = ops["start_ns"].to_numpy(), ops["end_ns"].to_numpy()
-    if (got := opsums.anchor_heads(anchor, n, *times, api)) is None:
+    if (got := opsums.anchor_heads(anchor, n, *times)) is None:
         return None
-    first_ns, last_ns, head = got
+    first_ns, last_ns, head, tied = got
+    if tied.any():
+        _untie(ops, anchor, first_ns, head, tied, launches)
     some = head >= 0
     first, last, launch = np.full(n, np.nan), np.full(n, np.nan), np.full(n, np.nan)
     tid = np.full(n, -1, dtype=np.int64)
     first[some], last[some] = first_ns[some], last_ns[some]
-    launch[some] = api[head[some]]
-    tid[some] = ops["api_tid"].to_numpy()[head[some]]
+    launch[some], tid[some] = _rows_launches(ops, head[some], launches)
     columns = {"first_ns": first, "last_ns": last, "launch_ns": launch, "launch_tid": tid}
     return pd.DataFrame(columns)
+
+
+def _untie(
+    ops: pd.DataFrame,
+    anchor: np.ndarray,
+    first: np.ndarray,
+    head: np.ndarray,
+    tied: np.ndarray,
+    launches: Launches,
+) -> None:
+    """The head of each ``tied`` instance (several operations start it at ``first``): the one
+    whose call started first (no call, NaN, last), then the first in trace order, among the
+    operations starting it; ``head`` updated in place. A chunked pass over the operations
+    finds them; calls are looked up for those only."""
+    start = ops["start_ns"].to_numpy()
+    found = []
+    for lo in range(0, len(anchor), CHUNK_ROWS):
+        g = anchor[lo : lo + CHUNK_ROWS]
+        inside = g >= 0
+        inside[inside] = tied[g[inside]]
+        inside[inside] = start[lo : lo + CHUNK_ROWS][inside] == first[g[inside]]
+        found.append(np.flatnonzero(inside) + lo)
+    rows = np.concatenate(found)
+    call = _nan_last(_rows_launches(ops, rows, launches)[0])
+    instance = anchor[rows]
+    order = np.lexsort((rows, call, instance))  # by instance, then call, then trace order
+    best = order[np.r_[True, instance[order][1:] != instance[order][:-1]]]
+    head[instance[best]] = rows[best]
 
 
 def _nan_last(t: np.ndarray) -> np.ndarray:
@@ -136,11 +180,14 @@ def _nan_last(t: np.ndarray) -> np.ndarray:
     return np.where(np.isnan(t), np.inf, t)
 
 
-def _instance_extents(ops: pd.DataFrame, rows: np.ndarray, heads: np.ndarray) -> tuple:
+def _instance_extents(
+    ops: pd.DataFrame, rows: np.ndarray, heads: np.ndarray, launches: Launches
+) -> tuple:
     """:func:`anchor_extents` of the instances whose rows of ``ops`` are ``rows``, grouped by
     instance (in trace order within one), each instance starting at its entry of ``heads``:
     (first start, last end, launch start, launch thread) per instance."""
-    start, api = ops["start_ns"].to_numpy()[rows], ops["api_start_ns"].to_numpy()[rows]
+    start = ops["start_ns"].to_numpy()[rows]
+    api, thread = _rows_launches(ops, rows, launches)
     sizes = np.diff(heads, append=len(rows))
     first = np.minimum.reduceat(start, heads)
     # the head row: earliest start, then earliest call (a row without a call, NaN, last), then
@@ -153,13 +200,13 @@ def _instance_extents(ops: pd.DataFrame, rows: np.ndarray, heads: np.ndarray) ->
     instance = np.repeat(np.arange(len(heads)), sizes)[pick]
     head = pick[np.r_[True, instance[1:] != instance[:-1]]]
     last = np.maximum.reduceat(ops["end_ns"].to_numpy()[rows], heads)
-    return first, last, api[head], ops["api_tid"].to_numpy()[rows[head]]
+    return first, last, api[head], thread[head]
 
 
-def pair_values(steps: Steps, ext: pd.DataFrame | None = None) -> dict[str, np.ndarray]:
+def pair_values(steps: Steps, ext: pd.DataFrame) -> dict[str, np.ndarray]:
     """Per consecutive anchor instances (i - 1, i), i = 1..n-1: ``gap_us``, ``gap_busy_us``,
-    ``gap_idle_us``, ``host_lag_us`` and ``launch_latency_us`` (of instance i), in µs."""
-    ext = anchor_extents(steps) if ext is None else ext
+    ``gap_idle_us``, ``host_lag_us`` and ``launch_latency_us`` (of instance i), in µs, from
+    the instances' :func:`anchor_extents` ``ext``."""
     a = ext["last_ns"].to_numpy()[:-1]
     b = ext["first_ns"].to_numpy()[1:]
     launch = ext["launch_ns"].to_numpy()[1:]
@@ -177,15 +224,16 @@ def pair_values(steps: Steps, ext: pd.DataFrame | None = None) -> dict[str, np.n
     }
 
 
-def gap_attribution(steps: Steps) -> pd.DataFrame:
-    """The :func:`attribution_columns` per kept step (index: step; module doc)."""
+def gap_attribution(steps: Steps, launches: Launches) -> pd.DataFrame:
+    """The :func:`attribution_columns` per kept step (index: step; module doc); ``launches``:
+    the trace's :meth:`.Trace.launches`."""
     kept = steps.kept
     index = pd.Index(kept, name="step")
     nan = np.full(len(kept), np.nan)
     cols = dict.fromkeys(attribution_columns(steps.spec.anchor_names), nan)
     if len(steps.anchors) == 0:
         return pd.DataFrame(cols, index=index)
-    ext = anchor_extents(steps)
+    ext = anchor_extents(steps, launches)
     if len(steps.anchors) >= 2:
         values = pair_values(steps, ext)
         for metric in PAIR_METRICS:

@@ -17,11 +17,14 @@ Frames and their columns (times in ns, as in the export):
 ``ops`` (GPU operations)
     ``start_ns, end_ns, device_id, stream_id, pid, correlation_id, name, full_name, kind
     (kernel|memcpy|memset|graph), in_graph, copy_kind (htod|dtoh|dtod|other, memcpy only),
-    bytes, api_start_ns, api_tid``. ``name`` is the kernel's short name, ``full_name`` the
-    demangled one (what ``nsys stats`` groups by). ``api_start_ns``/``api_tid`` come from the
-    CUDA API call with the same correlation id in the same process (NaN / -1 if none).
-    From 1 M ops on, a column of one value (device, pid, thread) is a read-only view of that
-    value, and correlation ids and bytes are int32 where every value fits (:mod:`.memory`).
+    bytes``. ``name`` is the kernel's short name, ``full_name`` the demangled one (what ``nsys
+    stats`` groups by). The start and thread of the CUDA API call that launched each one (the
+    call with the same correlation id in the same process) are not columns: 12 bytes per op
+    (0.23 GB at 20 M) that only the projection onto steps reads for every op, a chunk at a
+    time; :meth:`Trace.launches` (any rows' pid and correlation id) and :func:`op_launches`
+    (a frame's) look them up. From 1 M ops on, a column of one value (device, pid) is a
+    read-only view of that value, and correlation ids and bytes are int32 where every value
+    fits (:mod:`.memory`).
 ``nvtx`` (closed ranges, push/pop and start/end)
     ``start_ns, end_ns, name, domain, pid, tid, event_type``; name = ``text`` or
     ``StringIds[textId]``; domain resolved per process from the domain-create events.
@@ -57,7 +60,6 @@ from specscope.analysis.memory import (
     few_distinct,
     give_back,
     increasing,
-    one_value_view,
     one_valued,
 )
 from specscope.analysis.opsread import (
@@ -520,14 +522,12 @@ class Trace:
             group = (start, end, corr, device, pid, kind, in_graph, execs)
             self._ops_launches = beside(len(start), launches_of_ops, *group)
             del execs, group
-        api_start, api_tid = self._launches(pid, corr)
-        api_tid = one_value_view(api_tid)
         # codes of COPY_KINDS; -1 (missing) for everything that is not a memcpy (int8 all along:
         # no temporary of 8 bytes per op)
         copy_code = _COPY_CODE[copy.view(np.uint8)]
         copy_code[kind != KINDS.index("memcpy")] = -1
         del copy
-        give_back(len(start))  # the read's and the launch matching's freed chunks
+        give_back(len(start))  # the read's freed chunks
         columns = {
             "start_ns": start,
             "end_ns": end,
@@ -540,11 +540,8 @@ class Trace:
             "in_graph": in_graph,
             "copy_kind": copy_code,
             "bytes": nbytes,
-            "api_start_ns": api_start,
-            "api_tid": api_tid,
         }
         del start, end, device, stream, pid, corr, kind, in_graph, copy_code, nbytes
-        del api_start, api_tid
         if not grouped:
             if execs is not None:
                 columns["exec"] = execs
@@ -587,14 +584,24 @@ class Trace:
             if runtime is not None:
                 runtime.shutdown()  # waits; a failure is raised again by _launches
 
-    def _launches(self, pid: np.ndarray, corr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Start (ns; NaN if none) and thread (-1) of the API call of each (pid, corr)."""
+    def launches(
+        self, pid: np.ndarray, corr: np.ndarray, rows=None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Start (ns, float; NaN if none) and thread (int32; -1) of the CUDA API call of each
+        (pid, correlation id): the call that launched a GPU operation (module doc). ``rows``:
+        :meth:`launch_rows`, built once for many chunks of operations; without it, a few pairs
+        (under 1/16 of the calls) are found without a table of every call."""
         start = np.full(len(pid), np.nan)
         tid = np.full(len(pid), -1, dtype=np.int32)  # tids are 24-bit
         if not self.has("CUPTI_ACTIVITY_KIND_RUNTIME") or not len(pid):
             return start, tid
         a_start, _, a_gtid, a_corr, _ = self._runtime
-        rows = _call_rows(_call_pids(a_gtid), a_corr, self._calls_in_id_order)
+        if rows is None and len(pid) * _FEW_CALLS < len(a_corr):  # (a step's, say)
+            row = _rows_of_few(a_gtid, a_corr, pid, corr, self._calls_in_id_order)
+            hit = row >= 0
+            start[hit], tid[hit] = a_start[row[hit]], a_gtid[row[hit]] & _PID_MASK
+            return start, tid
+        rows = self.launch_rows() if rows is None else rows
         if isinstance(rows, IdTables):  # (one C loop: opsums.py; what follows, the reference)
             if opsums.launch_lookup(pid, corr, rows, a_start, a_gtid, start, tid):
                 return start, tid
@@ -609,6 +616,14 @@ class Trace:
             start[chunk][hit] = a_start[row]
             tid[chunk][hit] = a_gtid[row] & _PID_MASK
         return start, tid
+
+    def launch_rows(self):
+        """The lookup of :meth:`launches`: ``rows(pid, corr)``, the row of each pair's CUDA API
+        call (:func:`_call_rows`), or None without API calls."""
+        if not self.has("CUPTI_ACTIVITY_KIND_RUNTIME"):
+            return None
+        _, _, a_gtid, a_corr, _ = self._runtime
+        return _call_rows(_call_pids(a_gtid), a_corr, self._calls_in_id_order)
 
     # ---------------------------------------------------------------- CUDA graphs
     def launch_calls(
@@ -1090,6 +1105,13 @@ def _only_here(values: np.ndarray) -> bool:
             return False
         base = base.obj
     return base is None or (isinstance(base, mmap.mmap) and sys.getrefcount(base) <= 3)
+
+
+def op_launches(trace: Trace, ops: pd.DataFrame, rows=None) -> tuple[np.ndarray, np.ndarray]:
+    """:meth:`Trace.launches` of each operation of ``ops`` (rows of ``trace.ops``): the start
+    (NaN: none) and thread (-1) of the CUDA API call that launched it. ``rows``:
+    :meth:`Trace.launch_rows` where the same lookup serves several frames."""
+    return trace.launches(ops["pid"].to_numpy(), ops["correlation_id"].to_numpy(), rows)
 
 
 def per_ops_frame(trace: Trace, name: str, compute):

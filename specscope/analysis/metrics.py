@@ -181,7 +181,7 @@ def per_step_metrics(
     del counts
     give_back(rows)
     cols = _gap_metrics(steps, gap_cols)
-    attribution = gaps.gap_attribution(steps)
+    attribution = gaps.gap_attribution(steps, trace.launches)
     give_back(rows)
     cols.update((col, attribution[col].to_numpy()) for col in attribution.columns)
     cols.update(_api_metrics(trace, steps))

@@ -100,18 +100,17 @@ int64_t pattern_sums(int64_t n, const void *step, int sw, const int64_t *where, 
     return 0;
 }
 
-/* gaps.anchor_extents: per anchor instance its first start, last end, and the row of its
-   head: of the rows starting first, the one whose call started first (no call, NaN, last),
-   then the first in trace order. head holds -1 for an instance without rows. */
+/* gaps.anchor_extents: per anchor instance its first start, last end, and the first row in
+   trace order that starts first (head; -1 for an instance without rows), with tied set where
+   another row starts at the same time: then the caller picks among those by their calls. */
 int64_t anchor_heads(int64_t n, const void *anchor, int aw, int64_t n_inst, const int64_t *start,
-                     const int64_t *end, const double *api, int64_t *first, int64_t *last,
-                     int64_t *head) {
+                     const int64_t *end, int64_t *first, int64_t *last, int64_t *head,
+                     uint8_t *tied) {
     for (int64_t i = 0; i < n; i++) {
         int64_t g = at(anchor, aw, i);
         if (g < 0) continue;
         if (g >= n_inst) return -1;
-        int64_t h = head[g];
-        if (h < 0) {
+        if (head[g] < 0) {
             first[g] = start[i];
             last[g] = end[i];
             head[g] = i;
@@ -121,10 +120,9 @@ int64_t anchor_heads(int64_t n, const void *anchor, int aw, int64_t n_inst, cons
         if (start[i] < first[g]) {
             first[g] = start[i];
             head[g] = i;
+            tied[g] = 0;
         } else if (start[i] == first[g]) {
-            double mine = isnan(api[i]) ? INFINITY : api[i];
-            double theirs = isnan(api[h]) ? INFINITY : api[h];
-            if (mine < theirs) head[g] = i;
+            tied[g] = 1;
         }
     }
     return 0;

@@ -4,7 +4,7 @@ The window, count and gap metrics reduce the operations by step or anchor instan
 start and last end per step (:func:`.metrics.group_first_last`), ops per step and class
 (:func:`.metrics._class_counts`), the head operation of each anchor instance
 (:func:`.gaps.anchor_extents`), the union coverage's prefix (:mod:`.coverage`). Before them,
-the operations frame needs each operation's launch call (:meth:`.loader.Trace._launches`), its
+the operations frame needs each operation's launch call (:meth:`.loader.Trace.launches`), its
 names' categorical codes (:func:`.loader._unique_inverse`) and each device's rows together
 (:func:`.loader.by_device`). In numpy each is a dozen passes over the operations, with a
 temporary per operation each and ``ufunc.at`` (slow scattered updates); the C loops make one
@@ -36,7 +36,7 @@ _SIGNATURES = {
     + [_P, _P, _P, _P],
     "pattern_sums": [_I, _P, _W, _P, _I, _P, _I, _P, _W, _P, _I, _P, _W, _P, _I, _P, _P, _I]
     + [_P, _P],
-    "anchor_heads": [_I, _P, _W, _I, _P, _P, _P, _P, _P, _P],
+    "anchor_heads": [_I, _P, _W, _I, _P, _P, _P, _P, _P, _P],  # (the last: tied, uint8)
     "coverage_prefix": [_I, _P, _P, _P, _W, _P, _P, _P],
     "coverage_merge": [_I, _P, _P, _P, _I, _P, _P, _P, _P],
     "device_slots": [_I, _P, _W, _I, _P, _I, _P],
@@ -201,25 +201,25 @@ def pattern_sums(
 
 
 def anchor_heads(
-    anchor: np.ndarray, n: int, start: np.ndarray, end: np.ndarray, api: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-    """Per anchor instance 0..n-1: first start, last end (int64) and its head row (-1: no
-    rows), as :func:`.gaps.anchor_extents` chooses it; or None."""
+    anchor: np.ndarray, n: int, start: np.ndarray, end: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+    """Per anchor instance 0..n-1: first start, last end (int64), the first row in trace order
+    starting first (-1: no rows) and whether another row starts then too (bool: the caller
+    picks among those by their launch calls, as :func:`.gaps.anchor_extents` says); or
+    None."""
     fn = _function("anchor_heads")
     if fn is None or not (
-        _ints(anchor)
-        and _exact(np.int64, start, end)
-        and _exact(np.float64, api)
-        and _same_length(anchor, start, end, api)
+        _ints(anchor) and _exact(np.int64, start, end) and _same_length(anchor, start, end)
     ):
         return None
     first, last = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
     head = np.full(n, -1, dtype=np.int64)
+    tied = np.zeros(n, dtype=np.uint8)
     got = fn(
-        len(anchor), _p(anchor), anchor.dtype.itemsize, n, _p(start), _p(end), _p(api),
-        _p(first), _p(last), _p(head),
+        len(anchor), _p(anchor), anchor.dtype.itemsize, n, _p(start), _p(end),
+        _p(first), _p(last), _p(head), _p(tied),
     )  # fmt: skip
-    return None if got < 0 else (first, last, head)
+    return None if got < 0 else (first, last, head, tied.view(bool))
 
 
 MERGE_MAX_RUNS = 16
@@ -308,7 +308,7 @@ def launch_lookup(
 ) -> bool:
     """Fill ``start`` (float64, NaN where no call) and ``tid`` (int32, -1) of each operation
     (``pid``, ``corr``) from the calls' starts and globalTids, looked up in ``tables``
-    (:class:`.loader.IdTables`), as :meth:`.loader.Trace._launches` does; False where the C
+    (:class:`.loader.IdTables`), as :meth:`.loader.Trace.launches` does; False where the C
     loop cannot (``start`` and ``tid`` then as they were)."""
     fn = _function("launch_lookup")
     table = tables.table

@@ -141,21 +141,6 @@ def _row_type(n: int) -> np.dtype:
     return np.dtype(np.int32 if n < np.iinfo(np.int32).max else np.int64)
 
 
-class _Gathered:
-    """``values[rows]``, gathered only where indexed (``self[pos]``): the launch times of the
-    eager launches without a copy of every one (20 M launches: 160 MB), once they are found in
-    order (:func:`.memory.increasing`)."""
-
-    def __init__(self, values: np.ndarray, rows: np.ndarray):
-        self.values, self.rows = values, rows
-
-    def __len__(self) -> int:
-        return len(self.rows)
-
-    def __getitem__(self, pos):
-        return self.values[self.rows[pos]]
-
-
 def _repeats(pos: np.ndarray, s1: np.ndarray, s2: np.ndarray) -> tuple[int, int, int, float]:
     """(repeats, launches covered, periods, median period length) of the launches ``pos`` of
     one name (module doc). The periods' hashes a chunk at a time: a name launched millions of
@@ -246,33 +231,28 @@ def find_step_kernel(trace: Trace, pid: int, **thresholds) -> StepKernel | None:
     # numpy masks and row numbers: no filtered copy of the whole ops frame, codes and times of
     # the eager launches only (20 M of them: 1.75 GB of temporaries became 0.9)
     kernel = ops["kind"].array.codes == KINDS.index("kernel")
-    api_tid = ops["api_tid"].to_numpy()
-    mine = kernel & (ops["pid"].to_numpy() == pid) & (api_tid >= 0)
+    mine = np.flatnonzero(kernel & (ops["pid"].to_numpy() == pid))
     del kernel
-    in_graph = ops["in_graph"].to_numpy()
-    excluded = frozenset(np.unique(_kernel_codes(ops, np.flatnonzero(mine & in_graph))).tolist())
-    eager = np.flatnonzero(mine & ~in_graph).astype(_row_type(len(ops)), copy=False)
+    eager, api_start, launch_tid, in_graph = _eager_launches(
+        trace, mine.astype(_row_type(len(ops)))
+    )
     del mine
+    excluded = frozenset(np.unique(_kernel_codes(ops, in_graph)).tolist())
+    del in_graph
     codes = _kernel_codes(ops, eager)  # codes, not a string per launch
-    api_start = ops["api_start_ns"].to_numpy()
-    if len(eager) and one_valued(api_tid):  # one launching thread: no gather of each launch's
-        launch_tid, tids = None, [int(api_tid[0])]
+    if len(eager) and one_valued(launch_tid):  # one launching thread
+        launch_tid, tids = None, [int(launch_tid[0])]
     else:
-        launch_tid = api_tid[eager]
         tids = few_distinct(launch_tid)  # (a few launching threads: no sort of every launch's)
         tids = np.unique(launch_tid).tolist() if tids is None else sorted(tids)
     best = None  # (found, tid, launches) of the thread covering most launches
     for tid in tids:
         at = None if len(tids) == 1 else np.flatnonzero(launch_tid == tid)
-        rows = eager if at is None else eager[at]
+        starts = api_start if at is None else api_start[at]
         names = codes if at is None else codes[at]
-        if increasing(api_start, strict=False, rows=rows):  # (usually so already: GPU order)
-            starts = _Gathered(api_start, rows)
-        else:
-            starts = api_start[rows]
+        if not increasing(starts, strict=False):  # (usually in order already: GPU order)
             order = np.argsort(starts, kind="stable")
             starts, names = starts[order], names[order]
-        del rows
         found = thread_step_kernel(names, starts, excluded=excluded, **thresholds)
         del starts, names
         if found is not None and (best is None or found[3] > best[0][3]):
@@ -282,6 +262,28 @@ def find_step_kernel(trace: Trace, pid: int, **thresholds) -> StepKernel | None:
     (code, period, periods, covered, pause_us), tid, launches = best
     name = _kernel_name(ops, codes, code, eager)
     return StepKernel(name, pid, tid, period, periods, covered, launches, pause_us)
+
+
+def _eager_launches(trace: Trace, rows: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Of the kernels ``rows`` of ``trace.ops``, those launched by a recorded API call: the
+    eager ones (their rows, their calls' starts and threads) and the rows of those inside a
+    graph. The calls are looked up :data:`CHUNK_ROWS` rows at a time (operations carry no
+    launch times: 20 M eager launches' of every kernel at once took 0.3 GB more)."""
+    ops = trace.ops
+    pid, corr = ops["pid"].to_numpy(), ops["correlation_id"].to_numpy()
+    graph = ops["in_graph"].to_numpy()
+    lookup = trace.launch_rows()
+    parts: list[tuple[np.ndarray, ...]] = []
+    for lo in range(0, len(rows) if lookup is not None else 0, CHUNK_ROWS):
+        chunk = rows[lo : lo + CHUNK_ROWS]
+        start, tid = trace.launches(pid[chunk], corr[chunk], lookup)
+        called, in_graph = tid >= 0, graph[chunk]
+        eager = called & ~in_graph
+        parts.append((chunk[eager], start[eager], tid[eager], chunk[called & in_graph]))
+    if not parts:
+        empty = rows[:0]
+        return empty, np.zeros(0), np.zeros(0, dtype=np.int32), empty
+    return tuple(np.concatenate(p) for p in zip(*parts, strict=True))
 
 
 def _kernel_codes(ops, rows: np.ndarray) -> np.ndarray:

@@ -30,7 +30,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from specscope.analysis.loader import Trace
+from specscope.analysis.loader import Trace, op_launches
 
 
 def range_depths(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
@@ -96,7 +96,9 @@ def range_instances(trace: Trace) -> pd.DataFrame:
     if out.empty:
         return out
     ops = trace.ops
-    launched = ops[ops["api_tid"] >= 0]
+    api_start, api_tid = op_launches(trace, ops)
+    launched = ops.assign(api_start_ns=api_start, api_tid=api_tid)[api_tid >= 0]
+    del api_start, api_tid
     by_thread = {
         k: g.sort_values("api_start_ns", kind="stable")
         for k, g in launched.groupby(["pid", "api_tid"], sort=False)
@@ -156,16 +158,20 @@ def step_range_candidates(
     nvtx = trace.nvtx
     mine = nvtx[nvtx["pid"] == pid]
     ops = trace.ops
-    launched = ops[(ops["pid"] == pid) & (ops["api_tid"] >= 0)]
-    if mine.empty or launched.empty:
+    of_pid = ops["pid"].to_numpy() == pid
+    calls, call_tid = trace.launches(
+        ops["pid"].to_numpy()[of_pid], ops["correlation_id"].to_numpy()[of_pid]
+    )
+    del of_pid
+    calls = calls[call_tid >= 0]
+    call_tid = call_tid[call_tid >= 0]
+    if mine.empty or not len(calls):
         return []
-    calls = launched["api_start_ns"].to_numpy()
-    by_tid = launched.groupby("api_tid", sort=False).indices
     rows = []
     for tid, idx in mine.groupby("tid", sort=False).indices.items():
         start, end = mine["start_ns"].to_numpy()[idx], mine["end_ns"].to_numpy()[idx]
         top = top_level(start, end)
-        mine_calls = np.sort(calls[by_tid.get(tid, [])])
+        mine_calls = np.sort(calls[call_tid == tid])
         n_ops = np.searchsorted(mine_calls, end[top], "right") - np.searchsorted(
             mine_calls, start[top]
         )

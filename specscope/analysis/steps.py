@@ -310,27 +310,17 @@ def _project(
         return ops.assign(step=np.zeros(0, np.int64), anchor=np.zeros(0, np.int64)), None
     s_start, s_end = all_steps["start_ns"].to_numpy(), all_steps["end_ns"].to_numpy()
     a_start, a_end = anchors["start_ns"].to_numpy(), anchors["end_ns"].to_numpy()
-    # a launch on the thread (api_tid >= 0) always has its API call's start; looked for in
-    # the stretch of the process' device where it ran on one (a rank of several: its own)
+    # a launch on the thread always has its API call's start; looked for in the stretch of
+    # the process' device where it ran on one (a rank of several: its own)
     where = _process_stretch(trace, pid)
-    on_thread = ops["pid"].to_numpy()[where] == pid
-    on_thread &= ops["api_tid"].to_numpy()[where] == tid
-    # the thread's operations (None: every one, the usual case of one process)
-    rows = None if len(on_thread) == len(ops) and on_thread.all() else np.flatnonzero(on_thread)
-    if rows is not None and where.start:
-        rows += where.start
-    del on_thread
-    launched = ops["api_start_ns"].to_numpy()
-    launched = launched if rows is None else launched[rows]
-    step_of, anchor_of = _lookup_runs(launched, (s_start, s_end), (a_start, a_end))
-    del launched
+    step_of, anchor_of = _launch_steps(trace, where, pid, tid, s_start, s_end, a_start, a_end)
     devices = ops["device_id"].to_numpy()
-    device_id = _pick_device(trace, devices, rows, step_of >= skip, device, notes)
+    device_id = _pick_device(trace, devices[where], step_of >= skip, device, notes)
     kept = slice(0, len(ops))  # (one device, or none picked: every operation)
     if device_id is not None and not one_valued(devices):
         kept = device_rows(trace, device_id)
     columns = {c: ops[c].array[kept] for c in ops.columns}  # a stretch: views, not copies
-    step_of, anchor_of = (_of_kept(v, rows, kept, len(ops)) for v in (step_of, anchor_of))
+    step_of, anchor_of = (_of_kept(v, where, kept) for v in (step_of, anchor_of))
     return pd.DataFrame({**columns, "step": step_of, "anchor": anchor_of}, copy=False), device_id
 
 
@@ -344,41 +334,72 @@ def _process_stretch(trace: Trace, pid: int) -> slice:
     return slice(0, len(trace.ops))
 
 
-def _of_kept(values: np.ndarray, rows: np.ndarray | None, kept, n: int) -> np.ndarray:
-    """Per operation of ``kept`` (a slice or positions of ``n`` operations), its value among
-    ``values`` (one per operation of ``rows``, sorted positions; None: of every operation),
-    -1 for the operations not in ``rows``."""
-    if rows is None:
-        return values[kept]
-    if isinstance(kept, slice):  # the stretch's rows only: no array of every operation
-        lo, hi = np.searchsorted(rows, [kept.start, kept.stop])
-        out = np.full(kept.stop - kept.start, -1, dtype=values.dtype)
-        out[rows[lo:hi] - kept.start] = values[lo:hi]
-        return out
-    out = np.full(n, -1, dtype=values.dtype)
-    out[rows] = values
-    return out[kept]
+def _launch_steps(
+    trace: Trace,
+    where: slice,
+    pid: int,
+    tid: int,
+    s_start: np.ndarray,
+    s_end: np.ndarray,
+    a_start: np.ndarray,
+    a_end: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Step and anchor (:func:`_lookup_runs`) of each operation of the stretch ``where`` of
+    ``trace.ops`` launched on thread ``tid`` of ``pid``, by its launch call's start; -1 for
+    the others. The calls are looked up :data:`CHUNK_ROWS` operations at a time
+    (:meth:`.Trace.launches`): no array of every operation's launch (12 bytes each)."""
+    ops = trace.ops
+    pids = ops["pid"].to_numpy()[where]
+    corrs = ops["correlation_id"].to_numpy()[where]
+    n = len(pids)
+    step_of = np.full(n, -1, dtype=op_index_dtype(len(s_start)))
+    anchor_of = np.full(n, -1, dtype=op_index_dtype(len(a_start)))
+    lookup = trace.launch_rows()
+    for lo in range(0, n if lookup is not None else 0, CHUNK_ROWS):
+        chunk = slice(lo, lo + CHUNK_ROWS)
+        launched, thread = trace.launches(pids[chunk], corrs[chunk], lookup)
+        mine = thread == tid
+        mine &= pids[chunk] == pid
+        if mine.all():  # (the usual case: every operation launched on the thread)
+            step_of[chunk], anchor_of[chunk] = _lookup_runs(
+                launched, (s_start, s_end), (a_start, a_end)
+            )
+            continue
+        got = _lookup_runs(launched[mine], (s_start, s_end), (a_start, a_end))
+        step_of[chunk][mine], anchor_of[chunk][mine] = got
+    return step_of, anchor_of
+
+
+def _of_kept(values: np.ndarray, where: slice, kept) -> np.ndarray:
+    """Per operation of ``kept`` (a slice or positions of ``trace.ops``), its value among
+    ``values`` (one per operation of the stretch ``where``), -1 outside ``where``."""
+    if isinstance(kept, slice):
+        if where.start <= kept.start and kept.stop <= where.stop:  # (the usual case: a view)
+            return values[kept.start - where.start : kept.stop - where.start]
+        kept = np.arange(kept.start, kept.stop)
+    out = np.full(len(kept), -1, dtype=values.dtype)
+    inside = (kept >= where.start) & (kept < where.stop)
+    out[inside] = values[kept[inside] - where.start]
+    return out
 
 
 def _pick_device(
     trace: Trace,
     devices: np.ndarray,
-    rows: np.ndarray | None,
     projected: np.ndarray,
     device: int | None,
     notes: list[str],
 ) -> int | None:
     """The device of the steps: ``device``, else the one with the most operations projected
-    onto a kept step (``projected``: per operation of ``rows``, None: of every operation);
-    None when there is none."""
+    onto a kept step (``projected``: per operation of ``devices``); None when there is
+    none."""
     if not projected.any():
         notes.append(f"{no_launch_note(trace)}; GPU metrics are empty")
         return None
     if one_valued(devices):  # the usual case: no copy of the device ids to count
         per_device = pd.Series([int(projected.sum())], index=[int(devices[0])])
     else:
-        of_rows = devices if rows is None else devices[rows]
-        per_device = pd.Series(of_rows[projected]).value_counts()
+        per_device = pd.Series(devices[projected]).value_counts()
     if device is not None:
         if device not in per_device.index:
             raise SpecError(

@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from specscope.analysis.loader import Trace
+from specscope.analysis.memory import CHUNK_ROWS
 from specscope.analysis.spec import StepSpec
 from specscope.analysis.steps import Steps, op_index_dtype
 
@@ -39,11 +40,8 @@ def whole_capture_steps(trace: Trace, pid: int, device: int) -> Steps:
         ops = ops[mine].reset_index(drop=True)
     if ops.empty:
         raise ValueError(f"process {pid} has no GPU work on device {device}")
-    launched = ops["api_tid"].to_numpy()
-    launched = launched[launched >= 0]
-    tid = int(np.bincount(launched).argmax()) if len(launched) else -1
-    api_start = ops["api_start_ns"].to_numpy()
-    first = np.nanmin(np.r_[api_start, ops["start_ns"].to_numpy().min()])
+    tid, first_call = _launching_thread(trace, ops)
+    first = np.nanmin([first_call, ops["start_ns"].to_numpy().min()])
     last = int(ops["end_ns"].max())
     all_steps = pd.DataFrame({"step": [0], "start_ns": [int(first)], "end_ns": [last]})
     anchors = pd.DataFrame(
@@ -66,6 +64,27 @@ def whole_capture_steps(trace: Trace, pid: int, device: int) -> Steps:
         ops=ops.assign(step=zeros, anchor=zeros - 1),
         notes=["no step structure found: the whole capture is one window"],
     )
+
+
+def _launching_thread(trace: Trace, ops: pd.DataFrame) -> tuple[int, float]:
+    """The thread that launched most of ``ops`` (-1: none has a recorded call) and the first
+    start of their launch calls (NaN: none), the calls looked up :data:`CHUNK_ROWS` operations
+    at a time (operations carry no launch times)."""
+    lookup, counts, first = trace.launch_rows(), np.zeros(0, dtype=np.int64), np.nan
+    pid, corr = ops["pid"].to_numpy(), ops["correlation_id"].to_numpy()
+    for lo in range(0, len(ops) if lookup is not None else 0, CHUNK_ROWS):
+        chunk = slice(lo, lo + CHUNK_ROWS)
+        start, tid = trace.launches(pid[chunk], corr[chunk], lookup)
+        tid = tid[tid >= 0]
+        here = np.bincount(tid)
+        if len(here) > len(counts):
+            here[: len(counts)] += counts
+            counts = here
+        else:
+            counts[: len(here)] += here
+        if len(tid):
+            first = np.nanmin([first, np.nanmin(start)])
+    return (int(counts.argmax()) if counts.any() else -1), first
 
 
 def top_kernels(steps: Steps, n: int = 10) -> pd.DataFrame:

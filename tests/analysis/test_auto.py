@@ -306,7 +306,27 @@ def test_chunked_pattern_search_equals_the_whole_arrays(chunk, monkeypatch):
     assert memory.increasing(times, strict=False, rows=rows)
     times[rows[5]] = times[rows[4]] - 1  # one launch out of order, at any chunk position
     assert not memory.increasing(times, strict=False, rows=rows)
-    assert patterns._Gathered(times, rows)[np.array([5, 6])].tolist() == times[rows[5:7]].tolist()
+
+
+@pytest.mark.parametrize("name", ["real/hf_generate.sqlite", "eagle_node_before.sqlite"])
+def test_eager_launches_in_chunks_are_the_whole_lookups(name, monkeypatch):
+    """The eager kernels' calls, looked up a chunk at a time (operations carry no launch
+    times): the launches, starts and threads of one lookup of every kernel."""
+    from specscope.analysis import patterns
+    from specscope.analysis.loader import KINDS, load, op_launches
+
+    trace = load(testdata.DATA / name)
+    ops = trace.ops
+    rows = np.flatnonzero(ops["kind"].array.codes == KINDS.index("kernel")).astype(np.int32)
+    start, tid = op_launches(trace, ops.iloc[rows])
+    graph = ops["in_graph"].to_numpy()[rows]
+    eager = (tid >= 0) & ~graph
+    want = (rows[eager], start[eager], tid[eager], rows[(tid >= 0) & graph])
+    monkeypatch.setattr(patterns, "CHUNK_ROWS", 7)
+    got = patterns._eager_launches(trace, rows)
+    assert len(got[0]) and (name != "eagle_node_before.sqlite" or len(got[3]))
+    for a, b in zip(got, want, strict=True):
+        assert a.dtype == b.dtype and np.array_equal(a, b)
 
 
 def test_step_kernel_prefers_the_longest_host_pause():

@@ -200,6 +200,19 @@ def test_coverage_beside_raises_the_errors_of_both(monkeypatch, threshold) -> No
         coverage.coverage_beside(steps, lambda: 1)
 
 
+def _calls_of_rows(api: np.ndarray, tid: np.ndarray):
+    """A :meth:`.Trace.launches` whose call of the operation with correlation id ``c`` (of
+    process 5) is row ``c - 1``'s of ``api``, ``tid``; it counts the operations asked for."""
+
+    def launches(pid: np.ndarray, corr: np.ndarray):
+        assert (pid == 5).all()
+        launches.asked += len(corr)
+        return api[corr - 1], tid[corr - 1]
+
+    launches.asked = 0
+    return launches
+
+
 @pytest.mark.parametrize("seed", range(4))
 @pytest.mark.parametrize("chunk", [1, 3, 7, 1 << 18])
 def test_anchor_extents_in_chunks_are_each_instances_own(seed: int, chunk: int, monkeypatch):
@@ -217,13 +230,13 @@ def test_anchor_extents_in_chunks_are_each_instances_own(seed: int, chunk: int, 
     anchor[swap] = anchor[swap[::-1]]  # a few out of instance order
     start = rng.integers(0, 5, n_ops) * 10  # many equal starts
     api = rng.choice([np.nan, 1.0, 2.0, 3.0], n_ops)
-    tid = rng.integers(0, 1000, n_ops)
+    tid = np.where(np.isnan(api), -1, rng.integers(0, 1000, n_ops))
     ops = pd.DataFrame(
         {"anchor": anchor, "start_ns": start, "end_ns": start + rng.integers(1, 50, n_ops),
-         "api_start_ns": api, "api_tid": tid}
+         "pid": np.full(n_ops, 5), "correlation_id": np.arange(n_ops) + 1}
     )  # fmt: skip
     steps = SimpleNamespace(anchors=pd.DataFrame({"start_ns": np.arange(n_anchors)}), ops=ops)
-    got = gaps.anchor_extents(steps)
+    got = gaps.anchor_extents(steps, _calls_of_rows(api, tid))
     for k in range(n_anchors):
         rows = np.flatnonzero(anchor == k)
         row = got.iloc[k]

@@ -17,6 +17,7 @@ from eagle_exports import build_eagle
 from metric_values import PLAIN, assert_values, col
 from testdata import DATA
 
+from specscope.analysis.loader import op_launches
 from specscope.analysis.synthetic import SyntheticExport
 
 nan = math.nan
@@ -135,10 +136,19 @@ def test_correlation_ids_match_within_a_process(analyze_x):
     x.kernel("next", 1100, 1200, x.api("cudaLaunchKernel", 1010, 1020))
     a = analyze_x(x, PLAIN)
     assert_values(a, {"eager_kernels": [1, 1], "busy_us": [0.25, 0.1], "window_us": [1.0, 0.1]})
-    ops = a.trace.ops.set_index("name", drop=False)
+    ops = a.trace.ops
+    start, tid = op_launches(a.trace, ops)
+    ops = ops.assign(api_start_ns=start, api_tid=tid).set_index("name", drop=False)
     assert ops.loc["theirs", ["pid", "api_tid", "api_start_ns"]].tolist() == [200, 200, 50]
     assert ops.loc["mine", ["pid", "api_tid", "api_start_ns"]].tolist() == [100, 100, 10]
     assert ops.loc["orphan", "api_tid"] == -1 and math.isnan(ops.loc["orphan", "api_start_ns"])
+    # a few pairs (found without a table of every call) and many (with one) alike
+    pid, corr = np.array([200, 100, 300], np.int32), np.array([c, c, c], np.int32)
+    few = a.trace.launches(pid, corr)
+    table = a.trace.launches(pid, corr, a.trace.launch_rows())
+    for got in (few, table):
+        assert got[0][:2].tolist() == [50, 10] and np.isnan(got[0][2])
+        assert got[1].tolist() == [200, 100, -1] and got[1].dtype == np.int32
 
 
 @pytest.mark.parametrize("reader", ["adbc", "sqlite3"])
@@ -161,7 +171,8 @@ def test_op_columns_keep_extreme_values(write_export, monkeypatch, reader):
     x.memcpy("ptop", 2**40, 300, 400, big_corr, stream=0)
     x.memset(2**33, 500, 600, 9, device=2**31 - 1, stream=1)
     x.graph_replay(700, 800, 10, graph_id=123456, stream=65536)
-    ops = load(write_export(x)).ops.set_index("name")
+    trace = load(write_export(x))
+    ops = trace.ops.set_index("name")
     cols = ["device_id", "stream_id", "pid", "correlation_id", "kind", "in_graph", "copy_kind",
             "bytes", "full_name"]  # fmt: skip
     got = {name: list(row) for name, row in ops[cols].astype(object).fillna("-").iterrows()}
@@ -181,7 +192,8 @@ def test_op_columns_keep_extreme_values(write_export, monkeypatch, reader):
         "[CUDA memset]": [2**31 - 1, 1, 100, 9, "memset", False, "-", 2**33, "[CUDA memset]"],
         "[CUDA graph 123456]": [0, 65536, 100, 10, "graph", True, "-", 0, "[CUDA graph 123456]"],
     }
-    assert ops.loc["k", "api_start_ns"] == 10
+    k = trace.ops[trace.ops["name"] == "k"]
+    assert op_launches(trace, k)[0].tolist() == [10]
     assert ops["device_id"].dtype == np.int32 and ops["stream_id"].dtype == np.int32
 
 

@@ -43,6 +43,8 @@ def test_prefetched_ops_are_the_loaders(name: str, small_prefetch) -> None:
     ops = ahead.ops
     assert "nvtx" in opsread._pending[path.resolve()]  # read ahead, not yet taken
     nvtx = ahead._nvtx_all
+    if ahead.has(opsread.RUNTIME):  # (what the projection onto steps looks launches up in)
+        assert len(ahead._runtime[0])
     for what in ("ops", "runtime", "nvtx"):
         assert opsread.take(path, what) is None  # taken by the loader
     assert not opsread.pending(path)

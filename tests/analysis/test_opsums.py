@@ -50,8 +50,6 @@ def _random_steps(rng, n: int, n_steps: int, step_dtype, sorted_steps: bool) -> 
     name = rng.integers(-1, len(names), n)
     full = rng.integers(-1, len(names), n)
     start = rng.integers(0, max(10, n // 20), n) * 10  # (coarse: many ties of starts)
-    api = (start - rng.integers(0, 3, n) * 100).astype(np.float64)
-    api[rng.random(n) < 0.2] = np.nan
     n_anchors = max(1, n_steps * 3)
     anchor = rng.integers(-1, n_anchors, n)
     if sorted_steps:
@@ -60,6 +58,7 @@ def _random_steps(rng, n: int, n_steps: int, step_dtype, sorted_steps: bool) -> 
         {
             "start_ns": start,
             "end_ns": start + rng.integers(0, 5_000, n),
+            "pid": np.full(n, 1, dtype=np.int32),
             "correlation_id": rng.integers(0, 300, n).astype(np.int32),
             "name": pd.Categorical.from_codes(name, names),
             "full_name": pd.Categorical.from_codes(full, [f"void {x}()" for x in names]),
@@ -67,8 +66,6 @@ def _random_steps(rng, n: int, n_steps: int, step_dtype, sorted_steps: bool) -> 
             "in_graph": rng.random(n) < 0.5,
             "copy_kind": pd.Categorical.from_codes(copy, COPY_KINDS),
             "bytes": rng.integers(0, 1 << 20, n).astype(np.int32),
-            "api_start_ns": api,
-            "api_tid": rng.integers(1, 4, n).astype(np.int32),
             "step": step.astype(step_dtype),
             "anchor": anchor.astype(step_dtype),
         }
@@ -78,6 +75,23 @@ def _random_steps(rng, n: int, n_steps: int, step_dtype, sorted_steps: bool) -> 
     anchors = pd.DataFrame({"start_ns": np.arange(n_anchors), "end_ns": np.arange(n_anchors)})
     spec = StepSpec(step="step", anchors=("a", "b", "c"))
     return Steps(spec, 1, 1, 0, all_steps, kept, anchors, ops)
+
+
+def _random_calls(rng):
+    """A :meth:`.Trace.launches` of process 1's correlation ids 0..299 (those of
+    :func:`_random_steps`): a random start (a fifth NaN, none) and thread each; it counts
+    the operations asked for."""
+    start = rng.integers(0, 30, 300) * 100.0  # (coarse: ties of calls too)
+    start[rng.random(300) < 0.2] = np.nan
+    tid = np.where(np.isnan(start), -1, rng.integers(1, 4, 300)).astype(np.int32)
+
+    def launches(pid: np.ndarray, corr: np.ndarray):
+        assert (pid == 1).all()
+        launches.asked += len(corr)
+        return start[corr], tid[corr]
+
+    launches.asked = 0
+    return launches
 
 
 def _same_sums(got: dict, want: dict) -> None:
@@ -119,8 +133,27 @@ def test_random_operations_sum_alike(built, monkeypatch, n, n_steps, dtype, in_o
     for a, b in zip(first_last, want_fl, strict=True):
         assert np.array_equal(a, b, equal_nan=True)
 
-    extents = gaps.anchor_extents(steps)
-    pd.testing.assert_frame_equal(extents, _reference(monkeypatch, gaps.anchor_extents, steps))
+    calls = _random_calls(rng)
+    extents = gaps.anchor_extents(steps, calls)
+    want = _reference(monkeypatch, gaps.anchor_extents, steps, calls)
+    pd.testing.assert_frame_equal(extents, want)
+
+
+def test_anchor_heads_look_up_the_calls_of_heads_and_ties_only(built):
+    """The operations carry no launch times: the C path asks for the calls of each instance's
+    head and of the operations tied with it on the first start, not of every operation."""
+    steps = _random_steps(np.random.default_rng(3), 20_000, 40, np.int32, True)
+    ops, n = steps.ops, len(steps.anchors)
+    anchor, start = ops["anchor"].to_numpy(), ops["start_ns"].to_numpy()
+    calls = _random_calls(np.random.default_rng(4))
+    gaps.anchor_extents(steps, calls)
+    rows = pd.DataFrame({"anchor": anchor, "start": start})[anchor >= 0]
+    first = rows.groupby("anchor")["start"].transform("min")
+    at_first = rows[rows["start"] == first].groupby("anchor").size()
+    tied = at_first[at_first > 1]
+    assert len(tied)  # (the case is here)
+    assert calls.asked == (at_first.index.size + tied.sum()) < len(ops)
+    assert at_first.index.size <= n
 
 
 def test_the_loops_do_run(built):
@@ -129,7 +162,7 @@ def test_the_loops_do_run(built):
     ops = steps.ops
     step, times = ops["step"].to_numpy(), (ops["start_ns"].to_numpy(), ops["end_ns"].to_numpy())
     assert opsums.first_last(step, 10, *times) is not None
-    assert opsums.anchor_heads(step, 10, *times, ops["api_start_ns"].to_numpy()) is not None
+    assert opsums.anchor_heads(step, 10, *times) is not None
     assert metrics._class_counts_c(ops, len(steps.kept), _columns(steps), {}) is not None
 
 
@@ -153,15 +186,14 @@ def test_values_outside_the_references_range_are_left_to_them(built, monkeypatch
     # a group below -1 (numpy would index from the end) or past the end
     assert opsums.first_last(np.array([0, -2, 1, 0], np.int32), 3, start, start) is None
     assert opsums.first_last(np.array([0, 3, 1, 0], np.int32), 3, start, start) is None
-    api = start.astype(np.float64)
-    assert opsums.anchor_heads(np.array([0, 5, 1, 0]), 3, start, start, api) is None
+    assert opsums.anchor_heads(np.array([0, 5, 1, 0]), 3, start, start) is None
     # columns of another type (floats, a view with a stride): the reference takes them
     assert opsums.first_last(np.zeros(4), 3, start, start) is None
     assert opsums.first_last(np.zeros(8, np.int64)[::2], 3, start, start) is None
     assert opsums.first_last(np.zeros(4, np.int64), 3, start.astype(np.int32), start) is None
     # columns of different lengths: never read past one's end
     assert opsums.first_last(np.zeros(9, np.int32), 3, start, start) is None
-    assert opsums.anchor_heads(np.zeros(9, np.int32), 3, start, start, api) is None
+    assert opsums.anchor_heads(np.zeros(9, np.int32), 3, start, start) is None
     assert opsums.coverage_prefix(start, start[:3], None) is None
     # a step past the steps: IndexError from the reference, as before the loops
     steps = _random_steps(np.random.default_rng(2), 100, 5, np.int32, True)
@@ -240,14 +272,16 @@ def _covered(starts, ends, chunk, times):
 def test_launch_calls_of_the_operations_alike(built, monkeypatch, name):
     """Each operation's API call start and thread, through the id tables in C and in numpy (one
     process, and two in one export)."""
-    from specscope.analysis.loader import IdTables, _call_pids, _call_rows, load
+    from specscope.analysis.loader import IdTables, _call_pids, _call_rows, load, op_launches
 
     def launches() -> pd.DataFrame:
-        return load(DATA / name).ops[["api_start_ns", "api_tid"]]
+        trace = load(DATA / name)
+        start, tid = op_launches(trace, trace.ops)
+        return pd.DataFrame({"start": start, "tid": tid})
 
     got = launches()
     pd.testing.assert_frame_equal(got, _reference(monkeypatch, launches))
-    assert got["api_tid"].ge(0).any()
+    assert got["tid"].ge(0).any()
     trace = load(DATA / name)
     a_start, _, a_gtid, a_corr, _ = trace._runtime
     tables = _call_rows(_call_pids(a_gtid), a_corr)
@@ -256,7 +290,7 @@ def test_launch_calls_of_the_operations_alike(built, monkeypatch, name):
     start, tid = np.full(len(ops), np.nan), np.full(len(ops), -1, dtype=np.int32)
     pid, corr = ops["pid"].to_numpy(), ops["correlation_id"].to_numpy()
     assert opsums.launch_lookup(pid, corr, tables, a_start, a_gtid, start, tid)
-    assert np.array_equal(start, ops["api_start_ns"].to_numpy(), equal_nan=True)
+    assert np.array_equal(start, got["start"].to_numpy(), equal_nan=True)
 
 
 def test_launch_calls_of_an_eager_export_alike(built, monkeypatch):
@@ -268,11 +302,13 @@ def test_launch_calls_of_an_eager_export_alike(built, monkeypatch):
     monkeypatch.setattr(loader, "_id_tables", lambda *args, **kw: None)
 
     def launches() -> pd.DataFrame:
-        return loader.load(DATA / "real/hf_generate.sqlite").ops[["api_start_ns", "api_tid"]]
+        trace = loader.load(DATA / "real/hf_generate.sqlite")
+        start, tid = loader.op_launches(trace, trace.ops)
+        return pd.DataFrame({"start": start, "tid": tid})
 
     got = launches()
     pd.testing.assert_frame_equal(got, _reference(monkeypatch, launches))
-    assert got["api_tid"].ge(0).all()
+    assert got["tid"].ge(0).all()
     trace = loader.load(DATA / "real/hf_generate.sqlite")
     _, _, a_gtid, a_corr, _ = trace._runtime
     rows = loader._call_rows(loader._call_pids(a_gtid), a_corr)
