@@ -120,9 +120,9 @@ def few_distinct(values: np.ndarray, most: int = 64) -> list[int] | None:
 def narrow_ids(values: np.ndarray) -> np.ndarray:
     """:func:`narrow_ints`, and int16 where every value fits that: the StringIds ids naming the
     CUDA API calls (a few thousand strings in most exports; 40 M calls of an eager export: 80
-    MB less). Only compared and looked up, never summed."""
-    if len(values) < ONE_VALUE_MIN_ROWS or values.dtype == np.int16:
-        return values
+    MB less) and the GPU operations' stream ids. Only compared and looked up, never summed."""
+    if len(values) < ONE_VALUE_MIN_ROWS or values.dtype == np.int16 or values.strides == (0,):
+        return values  # (a column of one value, a view of it: one element already)
     info = np.iinfo(np.int16)
     if len(values) and info.min <= values.min() and values.max() <= info.max:
         return values.astype(np.int16)
@@ -140,3 +140,18 @@ def narrow_ints(values: np.ndarray) -> np.ndarray:
     if values.min() < info.min or values.max() > info.max:
         return values
     return values.astype(np.int32)
+
+
+def dense_rows(column, lo: int, hi: int) -> np.ndarray:
+    """Rows ``lo..hi`` of ``column`` as a numpy array: a slice of an array; of a sparse
+    column (pandas' ``SparseArray`` of fill value 0, as the operations' byte counts are:
+    :attr:`.loader.Trace.ops`), its values there with zeros between. A chunk at a time: no
+    array of every row's."""
+    if isinstance(column, np.ndarray):
+        return column[lo:hi]
+    hi = min(hi, len(column))
+    rows, values = column.sp_index.indices, column.sp_values
+    a, b = np.searchsorted(rows, [lo, hi])
+    out = np.zeros(max(hi - lo, 0), dtype=values.dtype)
+    out[rows[a:b] - lo] = values[a:b]
+    return out

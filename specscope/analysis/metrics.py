@@ -67,7 +67,7 @@ from specscope.analysis.loader import (
     CaptureMode,
     Trace,
 )
-from specscope.analysis.memory import dense, give_back
+from specscope.analysis.memory import dense, dense_rows, give_back
 from specscope.analysis.pairs import pair_columns
 from specscope.analysis.spec import anchor_pairs
 from specscope.analysis.steps import Steps, interval_index, kept_position
@@ -320,7 +320,8 @@ def _class_counts(steps: Steps, patterns: list[str]) -> dict:
     step = ops["step"].to_numpy()
     kind = ops["kind"].array.codes  # codes of loader.KINDS
     copy = ops["copy_kind"].array.codes  # codes of loader.COPY_KINDS, -1: not a memcpy
-    in_graph, nbytes = ops["in_graph"].to_numpy(), ops["bytes"].to_numpy()
+    in_graph = ops["in_graph"].to_numpy()
+    nbytes = _column(ops, "bytes")  # (sparse in a trace's frame: memory.dense_rows)
     start, end, corr = (ops[c].to_numpy() for c in ("start_ns", "end_ns", "correlation_id"))
     n_copy = len(COPY_KINDS) + 1
     n_class = len(KINDS) * 2 * n_copy
@@ -360,8 +361,9 @@ def _class_counts(steps: Steps, patterns: list[str]) -> dict:
         del key
         k, g = kind[rows], in_graph[rows]
         eager_copy = counted & (k == memcpy) & ~g & (copy[rows] != unified)
+        chunk_bytes = dense_rows(nbytes, lo, lo + CHUNK_ROWS)
         sums["eager_bytes"] += np.bincount(
-            pos[eager_copy], weights=nbytes[rows][eager_copy], minlength=len(kept)
+            pos[eager_copy], weights=chunk_bytes[eager_copy], minlength=len(kept)
         )
         graph_op = np.flatnonzero(counted & g)
         g_pos, g_corr = pos[graph_op], corr[rows][graph_op]
@@ -379,6 +381,13 @@ def _class_counts(steps: Steps, patterns: list[str]) -> dict:
         np.concatenate([p[i] for p in launches] or [np.zeros(0, dtype=np.int64)]) for i in range(2)
     )
     return sums
+
+
+def _column(ops: pd.DataFrame, name: str):
+    """Column ``name`` of ``ops`` as a numpy array, or as the sparse array it is (no array of
+    every row's values)."""
+    values = ops[name].array
+    return values if isinstance(values, pd.arrays.SparseArray) else ops[name].to_numpy()
 
 
 def _class_counts_c(ops: pd.DataFrame, n_kept: int, columns: tuple, matching: dict) -> dict | None:

@@ -25,7 +25,7 @@ import functools
 import numpy as np
 
 from specscope.analysis import native
-from specscope.analysis.memory import CHUNK_ROWS
+from specscope.analysis.memory import CHUNK_ROWS, dense_rows
 
 _P = ctypes.c_void_p
 _I = ctypes.c_int64
@@ -134,10 +134,11 @@ def class_counts(
     """Of :func:`.metrics._class_counts`: ``by_class`` (flat, ``n_kept * n_class``), the eager
     copy bytes per kept step, and the (kept step, correlation id) of the graph operations with
     consecutive repeats dropped; or None. ``where``: :func:`.steps.kept_position`; ``kind`` and
-    ``copy`` int8 codes, ``in_graph`` bool."""
+    ``copy`` int8 codes, ``in_graph`` bool; ``nbytes`` an array or a sparse column (taken a
+    chunk at a time: :func:`.memory.dense_rows`)."""
     fn = _function("class_counts")
     if fn is None or not (
-        _ints(step, nbytes, corr)
+        _ints(step, corr, nbytes if isinstance(nbytes, np.ndarray) else dense_rows(nbytes, 0, 1))
         and _exact(np.int64, where)
         and _exact(np.int8, kind, copy)
         and _exact(np.bool_, in_graph)
@@ -152,10 +153,11 @@ def class_counts(
     launches: list[tuple[np.ndarray, np.ndarray]] = []
     for lo in range(0, len(step), CHUNK_ROWS):
         n = min(CHUNK_ROWS, len(step) - lo)
+        chunk_bytes = dense_rows(nbytes, lo, lo + n)  # (a sparse column: this chunk's)
         got = fn(
             n, _at(step, lo), step.dtype.itemsize, _p(where), len(where),
             _at(kind, lo), n_kind, _at(in_graph, lo), _at(copy, lo),
-            _at(nbytes, lo), nbytes.dtype.itemsize, _at(corr, lo), corr.dtype.itemsize,
+            _p(chunk_bytes), chunk_bytes.dtype.itemsize, _at(corr, lo), corr.dtype.itemsize,
             n_copy, memcpy_kind, unified, n_kept, _p(by_class), _p(eager), *map(_p, buffers),
         )  # fmt: skip
         if got < 0:

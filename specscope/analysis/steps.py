@@ -319,7 +319,8 @@ def _project(
     kept = slice(0, len(ops))  # (one device, or none picked: every operation)
     if device_id is not None and not one_valued(devices):
         kept = device_rows(trace, device_id)
-    columns = {c: ops[c].array[kept] for c in ops.columns}  # a stretch: views, not copies
+    whole = isinstance(kept, slice) and kept == slice(0, len(ops))  # (the usual case)
+    columns = {c: ops[c].array if whole else ops[c].array[kept] for c in ops.columns}
     step_of, anchor_of = (_of_kept(v, where, kept) for v in (step_of, anchor_of))
     return pd.DataFrame({**columns, "step": step_of, "anchor": anchor_of}, copy=False), device_id
 

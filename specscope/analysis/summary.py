@@ -93,6 +93,7 @@ def totals(trace: Trace) -> dict[str, pd.DataFrame]:
         .sort_values("total_ns", ascending=False, kind="stable")
     )
     m = ops[ops["kind"].isin(["memcpy", "memset"])]
+    m = m.assign(bytes=np.asarray(m["bytes"]))  # (sparse in the frame; these rows all dense)
     memory = (
         m.groupby("name", observed=True)
         .agg(count=("dur_ns", "count"), total_ns=("dur_ns", "sum"), bytes=("bytes", "sum"))

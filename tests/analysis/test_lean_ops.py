@@ -55,8 +55,20 @@ def test_one_value_columns_are_views(monkeypatch) -> None:
     for col in ("device_id", "pid"):
         assert lean[col].to_numpy().strides == (0,)
         assert lean[col].dtype == plain[col].dtype
-    assert lean["correlation_id"].dtype == np.int32 and lean["bytes"].dtype == np.int32
+    assert lean["correlation_id"].dtype == np.int32
+    assert (
+        lean["bytes"].dtype == pd.SparseDtype(np.int32, 0) and lean["stream_id"].dtype == np.int16
+    )
     assert lean["start_ns"].to_numpy().strides == (8,)
+    # the sparse byte counts: of copies and memsets only; a chunk of them as an array
+    nbytes = lean["bytes"].array
+    dense = np.asarray(nbytes)
+    assert nbytes.sp_index.npoints == np.count_nonzero(dense) < len(dense)
+    kinds = lean["kind"].to_numpy()[dense != 0]
+    assert set(kinds) <= {"memcpy", "memset"}
+    for lo, hi in [(0, 1), (3, 50), (0, len(dense)), (len(dense) - 5, len(dense) + 9)]:
+        assert np.array_equal(memory.dense_rows(nbytes, lo, hi), dense[lo:hi])
+        assert np.array_equal(memory.dense_rows(dense, lo, hi), dense[lo:hi])
 
 
 def test_api_name_ids_narrowed_to_what_holds_them(monkeypatch) -> None:
