@@ -372,9 +372,10 @@ class Trace:
                 "end_ns": end[keep],
                 "name": _labelled(code[keep], label),
                 "domain": _labelled(domain_key, lambda k: domains.get(k, "")),
-                "pid": pid[keep],
-                "tid": tid[keep],
-                "event_type": etype[keep],
+                # (ids of 24 bits and event types: int32 and int8, 0.9 M events: 13 MB less)
+                "pid": pid[keep].astype(np.int32),
+                "tid": tid[keep].astype(np.int32),
+                "event_type": etype[keep].astype(np.int8),
             }
         )
         return out, unclosed

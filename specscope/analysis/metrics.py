@@ -181,6 +181,7 @@ def per_step_metrics(
     del counts
     give_back(rows)
     cols = _gap_metrics(steps, gap_cols)
+    give_back(rows)
     attribution = gaps.gap_attribution(steps, trace.launches)
     give_back(rows)
     cols.update((col, attribution[col].to_numpy()) for col in attribution.columns)
@@ -290,8 +291,8 @@ def _count_metrics(
     memcpy, memset, kernel = KINDS.index("memcpy"), KINDS.index("memset"), KINDS.index("kernel")
     eager_codes = [COPY_KINDS.index(d) + 1 for d in EAGER_COPY_KINDS]  # unified: not eager
     out = {"eager_memcpy": by_class[:, memcpy, 0][:, eager_codes].sum(axis=1)}
-    for code, d in zip(eager_codes, EAGER_COPY_KINDS, strict=True):
-        out[f"eager_memcpy_{d}"] = by_class[:, memcpy, 0, code]
+    for code, d in zip(eager_codes, EAGER_COPY_KINDS, strict=True):  # (int64 copies: no view
+        out[f"eager_memcpy_{d}"] = by_class[:, memcpy, 0, code].astype(np.int64)  # keeps them)
     out["eager_memcpy_bytes"] = counts["eager_bytes"]
     out["eager_memset"] = by_class[:, memset, 0].sum(axis=1)
     out["eager_kernels"] = by_class[:, kernel, 0].sum(axis=1)
@@ -312,7 +313,7 @@ def _count_metrics(
 def _class_counts(steps: Steps, patterns: list[str]) -> dict:
     """The sums behind :func:`_count_metrics`, per kept step, added up over chunks of
     ``CHUNK_ROWS`` ops (bounded temporaries): ``by_class`` (ops per step and class = (kind,
-    in_graph, copy kind + 1), shape (steps, kinds, 2, copy kinds + 1)), ``eager_bytes``,
+    in_graph, copy kind + 1), int32, shape (steps, kinds, 2, copy kinds + 1)), ``eager_bytes``,
     ``kernels:P`` and ``kernel_us:P`` (ns) per pattern, and ``launches``: the (step position,
     correlation id) of graph ops, consecutive repeats dropped (they count once anyway)."""
     ops, kept = steps.ops, steps.kept
@@ -331,7 +332,7 @@ def _class_counts(steps: Steps, patterns: list[str]) -> dict:
     columns = (step, where, kind, in_graph, copy, nbytes, corr, start, end)
     if (fast := _class_counts_c(ops, len(kept), columns, matching)) is not None:
         return fast  # (the C loops: opsums.py; what follows is their reference)
-    by_class = np.zeros(len(kept) * n_class, dtype=np.int64)
+    by_class = np.zeros(len(kept) * n_class, dtype=np.int32)  # (a step's ops: int32 holds them)
     sums = {"eager_bytes": np.zeros(len(kept))}
     for p in patterns:
         sums[f"kernels:{p}"] = np.zeros(len(kept), dtype=np.int64)

@@ -47,8 +47,9 @@ from specscope.analysis import forkread, opsscan, progress
 from specscope.analysis.memory import narrow_ids, narrow_ints, one_value_view
 from specscope.analysis.sqlread import (
     NARROW32,
-    SPLIT32,
+    SPLIT16,
     SPLIT32_UNIFORM,
+    SPLIT32_UNIFORM16,
     SQLITE_MAGIC,
     UNIFORM64,
     allocate_with,
@@ -67,9 +68,18 @@ RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
 OP_COLUMNS = ("start", "end", "correlationId", "deviceId:streamId", "names", "misc", "bytes")
 """The columns of the ops query (int64 each; the packed pairs come back as two int32 halves).
 Tables without bytes (kernels, graph replays) leave the last one out: the reader fills in 0."""
-_OP_DTYPES = ("i8", "i8", NARROW32, SPLIT32_UNIFORM, SPLIT32, SPLIT32_UNIFORM, NARROW32)
+_OP_DTYPES = ("i8", "i8", NARROW32, SPLIT32_UNIFORM16, SPLIT16, SPLIT32_UNIFORM16, NARROW32)
 # (correlation ids and bytes int32 where they fit, the device and the process of a large read
-# one value where all ops share it: 16 bytes an op less while the ops are read, 320 MB at 20 M)
+# one value where all ops share it: 16 bytes an op less while the ops are read, 320 MB at 20 M;
+# streams, name ids and flags int16 where they fit: 8 bytes less, 150 MB at 20 M. Flags with
+# exec ids do not fit: their low half stays int32, _op_dtypes)
+
+
+def _op_dtypes(execs: bool) -> tuple:
+    """:data:`_OP_DTYPES`, the flags' low half int32 where it carries exec ids (bits 16-30)."""
+    return _OP_DTYPES[:5] + (SPLIT32_UNIFORM,) + _OP_DTYPES[6:] if execs else _OP_DTYPES
+
+
 # Per op kind, in the order of KINDS: table, packed name codes (short << 32 | full), copyKind,
 # ", bytes" or "". Name codes: kernels use StringIds; memcpy -10 - copyKind; memset -2; graph
 # -1000 - graphId (short = full).
@@ -258,7 +268,7 @@ def read_ops(
         lambda: columnar_connection(path),
         op_queries(con, tables, threads, execs, path),
         len(OP_COLUMNS),
-        _OP_DTYPES,
+        _op_dtypes(execs),
         threads=threads,
         on_done=lambda done, total: progress.report("GPU operations", done, total),
     )

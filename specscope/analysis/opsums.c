@@ -48,7 +48,7 @@ int64_t first_last(int64_t n, const void *group, int gw, int64_t n_groups, const
     return 0;
 }
 
-/* metrics._class_counts without the patterns: ops per (kept step, class), class = (kind *
+/* metrics._class_counts without the patterns: ops per (kept step, class; int32), class = (kind *
    2 + in_graph) * n_copy + copy + 1; eager copy bytes per kept step; and the (kept step,
    correlation id) of the graph operations of kept steps, consecutive repeats dropped, into
    launch_pos and launch_corr (n entries each). Returns how many launches, or -1. */
@@ -56,7 +56,7 @@ int64_t class_counts(int64_t n, const void *step, int sw, const int64_t *where, 
                      const int8_t *kind, int64_t n_kind, const uint8_t *in_graph,
                      const int8_t *copy, const void *nbytes, int bw, const void *corr, int cw,
                      int64_t n_copy, int64_t memcpy_kind, int64_t unified, int64_t n_kept,
-                     int64_t *by_class, double *eager_bytes, int64_t *launch_pos,
+                     int32_t *by_class, double *eager_bytes, int64_t *launch_pos,
                      int64_t *launch_corr) {
     int64_t n_class = n_kind * 2 * n_copy, launches = 0, pos;
     for (int64_t i = 0; i < n; i++) {

@@ -145,7 +145,7 @@ def class_counts(
         and _same_length(step, kind, in_graph, copy, nbytes, corr)
     ):
         return None
-    by_class = np.zeros(n_kept * n_kind * 2 * n_copy, dtype=np.int64)
+    by_class = np.zeros(n_kept * n_kind * 2 * n_copy, dtype=np.int32)  # (per step: fits)
     eager = np.zeros(n_kept)
     # the launches of CHUNK_ROWS operations at a time (as the reference takes them, so that the
     # same repeats are dropped), into buffers of that size: nothing of the operations' size

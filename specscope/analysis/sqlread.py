@@ -252,7 +252,17 @@ launching thread of every CUDA API call of a one-thread capture): in a large rea
 value for as long as every row has it (:class:`_Uniform`) and given back as a read-only view of
 it repeated, :func:`.memory.one_value_view`'s result, without an array of every row first (40 M
 calls of an eager export: 320 MB); else int64 as read."""
-_MARKERS = (SPLIT32, SPLIT32_UNIFORM, NARROW32, UNIFORM64)
+SPLIT16 = "split16"
+"""Like :data:`SPLIT32`, each half int16 in a large read where every value fits (an operation's
+short and full name ids: StringIds ids of a few thousand strings in most exports; 20 M ops:
+80 MB less while they are read); a value that does not: the read again as :data:`SPLIT32`."""
+SPLIT32_UNIFORM16 = "split32-uniform16"
+"""Like :data:`SPLIT32_UNIFORM`, its low half int16 in a large read where every value fits
+(stream ids; an operation's flags without exec ids); else the read again as
+:data:`SPLIT32_UNIFORM`."""
+_MARKERS = (SPLIT32, SPLIT32_UNIFORM, NARROW32, UNIFORM64, SPLIT16, SPLIT32_UNIFORM16)
+_SPLITS = (SPLIT32, SPLIT32_UNIFORM, SPLIT16, SPLIT32_UNIFORM16)  # (two arrays each)
+_NARROWED = (NARROW32, SPLIT16, SPLIT32_UNIFORM16)  # (read again wider where a value does not fit)
 
 
 def _dtypes(ncols: int, dtypes: Sequence | None) -> list:
@@ -271,12 +281,35 @@ class _TooWide(Exception):
 
 def _check_fits(target, column, i: int) -> None:
     """Raise :class:`_TooWide` when ``column`` (a batch of column ``i``) does not fit the int32
-    array ``target`` of a :data:`NARROW32` column."""
-    narrow = isinstance(target, np.ndarray) and target.dtype == np.int32
-    if narrow and np.ndim(column) and len(column):
-        info = np.iinfo(np.int32)
-        if column.min() < info.min or column.max() > info.max:
-            raise _TooWide(i)
+    array ``target`` of a :data:`NARROW32` column, or the int16 half of a :data:`SPLIT16` or
+    :data:`SPLIT32_UNIFORM16` pair."""
+    if not (np.ndim(column) and len(column)):
+        return
+    if isinstance(target, tuple):
+        narrow = [isinstance(half, np.ndarray) and half.dtype == np.int16 for half in target]
+        if any(narrow):
+            for values, check in zip(_halves(column), narrow, strict=True):
+                if check:
+                    _fits(values, np.int16, i)
+    elif isinstance(target, np.ndarray) and target.dtype == np.int32:
+        _fits(column, np.int32, i)
+
+
+def _fits(values: np.ndarray, dtype, i: int) -> None:
+    info = np.iinfo(dtype)
+    if values.min() < info.min or values.max() > info.max:
+        raise _TooWide(i)
+
+
+def _halves(column) -> tuple[np.ndarray, np.ndarray]:
+    """The high and low 32 bits of a batch of a split column, as :func:`_put` writes them (views
+    of it where it is a contiguous int64 array on a little-endian machine)."""
+    column = np.asarray(column)
+    if sys.byteorder == "little" and column.dtype == np.int64 and column.flags.c_contiguous:
+        halves = column.view(np.int32).reshape(-1, 2)
+        return halves[:, 1], halves[:, 0]
+    column = column.astype(np.int64, copy=False)
+    return column >> 32, column.astype(np.int32)
 
 
 class _Uniform:
@@ -482,7 +515,7 @@ def int_columns_many(
         try:
             return _read_many(con, connect, queries, ncols, dts, wide, threads, on_done)
         except _TooWide as e:
-            if dts[e.column] != NARROW32 or e.column in wide:
+            if dts[e.column] not in _NARROWED or e.column in wide:
                 raise ValueError(f"column {e.column} does not fit its dtype") from None
             wide.add(e.column)
         except Unsupported:  # a page scan met what it does not decode: every part by SQL
@@ -514,11 +547,13 @@ def _read_many(con, connect, queries, ncols: int, dts: list, wide: set, threads:
             return empty(total, np.int32 if large and i not in wide else np.int64)
         if d == UNIFORM64:
             return _Uniform(total, np.int64) if large else empty(total, np.int64)
-        if d == SPLIT32_UNIFORM:
+        half = np.int16 if large and i not in wide else np.int32  # (SPLIT16's halves)
+        if d in (SPLIT32_UNIFORM, SPLIT32_UNIFORM16):
             high = _Uniform(total) if large else empty(total, np.int32)
-            return high, empty(total, np.int32)
-        if d == SPLIT32:
-            return empty(total, np.int32), empty(total, np.int32)
+            return high, empty(total, half if d == SPLIT32_UNIFORM16 else np.int32)
+        if d in (SPLIT32, SPLIT16):
+            width = half if d == SPLIT16 else np.int32
+            return empty(total, width), empty(total, width)
         return empty(total, d)
 
     out = [allocate(i, d) for i, d in enumerate(dts)]
@@ -575,7 +610,11 @@ def _read_many(con, connect, queries, ncols: int, dts: list, wide: set, threads:
             for a in flat]  # fmt: skip
     if large and sum(counts) < memory.ONE_VALUE_MIN_ROWS:  # holes left a small read
         flat = [
-            a.astype(np.int64) if d == NARROW32 else np.ascontiguousarray(a)  # (views: arrays)
+            a.astype(np.int64)
+            if d == NARROW32
+            else a.astype(np.int32)
+            if a.dtype == np.int16
+            else np.ascontiguousarray(a)  # (views: arrays)
             for a, d in zip(flat, _flat_dtypes(dts), strict=True)
         ]
     return flat
@@ -583,7 +622,7 @@ def _read_many(con, connect, queries, ncols: int, dts: list, wide: set, threads:
 
 def _flat_dtypes(dts: list) -> list:
     """The dtype (marker) of each array :func:`_read_many` returns (two per split column)."""
-    return [x for d in dts for x in ((d, d) if d in (SPLIT32, SPLIT32_UNIFORM) else (d,))]
+    return [x for d in dts for x in ((d, d) if d in _SPLITS else (d,))]
 
 
 def _rows(target) -> int:

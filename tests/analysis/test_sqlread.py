@@ -104,6 +104,37 @@ def test_narrow32_columns_are_int32_in_a_large_read_where_every_value_fits(
 
 
 @pytest.mark.parametrize("reader", ["adbc", "sqlite3"])
+@pytest.mark.parametrize("large", [False, True])
+@pytest.mark.parametrize("uniform", [False, True])
+def test_split16_halves_are_int16_in_a_large_read_where_every_value_fits(
+    reader: str, large: bool, uniform: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """:data:`.sqlread.SPLIT16` (both halves) and :data:`.sqlread.SPLIT32_UNIFORM16` (the low
+    half): int16 where every value fits, else the read again with int32 halves; the values the
+    same either way."""
+    from specscope.analysis import memory, sqlread
+
+    rows = [(1, 5), (-(2**15), 2**15 - 1), (3, -7), (4, 2**15)]  # the last low fits int32 only
+    con, path = _two_column_table(reader, tmp_path, monkeypatch, ("hi", "lo"), rows)
+    monkeypatch.setattr(memory, "ONE_VALUE_MIN_ROWS", 0 if large else 1 << 20)
+    connect = lambda: sqlread.columnar_connection(path)  # noqa: E731
+    marker = sqlread.SPLIT32_UNIFORM16 if uniform else sqlread.SPLIT16
+    packed = "(hi << 32) | (lo & 4294967295)"
+
+    def read(last: int) -> list[np.ndarray]:
+        queries = [(f"SELECT {packed} FROM t WHERE rowid <= {last}", last)]
+        return sqlread.int_columns_many(con, connect, queries, 1, (marker,), threads=2)
+
+    for last, fits in [(3, True), (4, False)]:
+        high, low = read(last)
+        assert high.tolist() == [h for h, _ in rows[:last]]
+        assert low.tolist() == [lo for _, lo in rows[:last]]
+        narrow = np.int16 if large and fits else np.int32
+        assert low.dtype == narrow
+        assert high.dtype == (np.int32 if uniform else narrow)
+
+
+@pytest.mark.parametrize("reader", ["adbc", "sqlite3"])
 @pytest.mark.parametrize(
     ("highs", "uniform"),
     [
