@@ -31,6 +31,7 @@ import numpy as np
 import pandas as pd
 
 from specscope.analysis.loader import Trace, op_launches
+from specscope.analysis.memory import CHUNK_ROWS
 
 
 def range_depths(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
@@ -157,27 +158,45 @@ def step_range_candidates(
     kernel pattern repeats (:mod:`.auto`, (d)); elsewhere these are suggestions."""
     nvtx = trace.nvtx
     mine = nvtx[nvtx["pid"] == pid]
-    ops = trace.ops
-    of_pid = ops["pid"].to_numpy() == pid
-    calls, call_tid = trace.launches(
-        ops["pid"].to_numpy()[of_pid], ops["correlation_id"].to_numpy()[of_pid]
-    )
-    del of_pid
-    calls = calls[call_tid >= 0]
-    call_tid = call_tid[call_tid >= 0]
-    if mine.empty or not len(calls):
+    if mine.empty:
         return []
-    rows = []
+    tops = {}  # thread -> its ranges' rows of `mine` at depth 0, their starts and ends
     for tid, idx in mine.groupby("tid", sort=False).indices.items():
         start, end = mine["start_ns"].to_numpy()[idx], mine["end_ns"].to_numpy()[idx]
         top = top_level(start, end)
-        mine_calls = np.sort(calls[call_tid == tid])
-        n_ops = np.searchsorted(mine_calls, end[top], "right") - np.searchsorted(
-            mine_calls, start[top]
-        )
-        rows.append(pd.DataFrame({"name": mine["name"].to_numpy()[idx][top], "ops": n_ops}))
+        tops[tid] = (idx[top], start[top], end[top])
+    n_ops = _calls_within(trace, pid, {tid: t[1:] for tid, t in tops.items()})
+    if n_ops is None:
+        return []
+    rows = [
+        pd.DataFrame({"name": mine["name"].to_numpy()[idx], "ops": n_ops[tid]})
+        for tid, (idx, _, _) in tops.items()
+    ]
     top = pd.concat(rows)
     per_name = top.groupby("name", observed=True)["ops"].agg(["size", "min", "mean"])
     ok = per_name[(per_name["size"] >= min_count) & (per_name["min"] > 0)]
     ok = ok.sort_values(["mean", "size"], ascending=False).head(limit)
     return [(str(n), int(r["size"]), float(r["mean"])) for n, r in ok.iterrows()]
+
+
+def _calls_within(
+    trace: Trace, pid: int, ranges: dict[int, tuple[np.ndarray, np.ndarray]]
+) -> dict[int, np.ndarray] | None:
+    """Per thread of ``ranges`` (its ranges' starts and ends), how many operations of process
+    ``pid`` its calls launched inside each range (start <= call start <= end); None where no
+    operation of ``pid`` has a recorded launch call. The calls are looked up a chunk of
+    operations at a time (operations carry no launch times), each chunk's counted alone."""
+    ops = trace.ops
+    pids, corrs = ops["pid"].to_numpy(), ops["correlation_id"].to_numpy()
+    counts = {tid: np.zeros(len(start), dtype=np.int64) for tid, (start, _) in ranges.items()}
+    lookup, called = trace.launch_rows(), False
+    for lo in range(0, len(ops) if lookup is not None else 0, CHUNK_ROWS):
+        of_pid = pids[lo : lo + CHUNK_ROWS] == pid
+        calls, call_tid = trace.launches(
+            pids[lo : lo + CHUNK_ROWS][of_pid], corrs[lo : lo + CHUNK_ROWS][of_pid], lookup
+        )
+        called |= bool((call_tid >= 0).any())
+        for tid, (start, end) in ranges.items():
+            mine = np.sort(calls[call_tid == tid])
+            counts[tid] += np.searchsorted(mine, end, "right") - np.searchsorted(mine, start)
+    return counts if called else None

@@ -99,3 +99,16 @@ def test_top_level_is_depth_zero():
     starts[:2], ends[:2] = 10, 20
     expected = np.flatnonzero(range_depths(starts, ends) == 0)
     assert sorted(top_level(starts, ends).tolist()) == expected.tolist()
+
+
+@pytest.mark.parametrize("name", ["real/eager_steps_events.sqlite", "eagle_node_before.sqlite"])
+def test_step_range_candidates_count_the_calls_a_chunk_at_a_time(name, monkeypatch):
+    """The operations carry no launch times: each range's launches are counted over chunks of
+    operations (a chunk's calls looked up and counted alone), as over all of them at once."""
+    from specscope.analysis import projection
+
+    trace = load(testdata.DATA / name)
+    pid = int(trace.nvtx["pid"].iloc[0])
+    whole = projection.step_range_candidates(trace, pid)
+    monkeypatch.setattr(projection, "CHUNK_ROWS", 7)
+    assert projection.step_range_candidates(trace, pid) == whole and whole
