@@ -49,8 +49,10 @@ import pandas as pd
 from specscope.analysis import opsums
 from specscope.analysis.coverage import union_coverage
 from specscope.analysis.loader import op_launches
-from specscope.analysis.metrics import group_first_last, name_matches
+from specscope.analysis.memory import CHUNK_ROWS
+from specscope.analysis.metrics import anchor_first_last, name_matches
 from specscope.analysis.run import Analysis
+from specscope.analysis.steps import frame_anchors, op_anchors, with_anchors
 from specscope.analysis.summary import median_step, step_window
 from specscope.errors import SpecError
 
@@ -148,9 +150,7 @@ class GapTimeline:
 
 def _anchor_extents(a: Analysis) -> tuple[np.ndarray, np.ndarray]:
     """Each anchor instance's first start and last end of GPU work (float64 ns, NaN: none)."""
-    ops, n = a.steps.ops, len(a.steps.anchors)
-    start, end = ops["start_ns"].to_numpy(), ops["end_ns"].to_numpy()
-    return group_first_last(ops["anchor"].to_numpy(), n, start, end)
+    return anchor_first_last(a.steps)
 
 
 def _op_frame(a: Analysis, lo: float, hi: float, t0: float, highlight: str | None):
@@ -158,7 +158,7 @@ def _op_frame(a: Analysis, lo: float, hi: float, t0: float, highlight: str | Non
     names = a.steps.anchors["name"].to_numpy(dtype=object)
     ops = a.steps.ops
     sel = (ops["end_ns"].to_numpy() > lo) & (ops["start_ns"].to_numpy() < hi)
-    o = ops[sel].sort_values(["start_ns", "stream_id"], kind="stable")
+    o = with_anchors(a.steps, ops[sel].sort_values(["start_ns", "stream_id"], kind="stable"))
     hl = name_matches(o, highlight) if highlight else np.zeros(len(o), dtype=bool)
     anchor_idx = o["anchor"].to_numpy()
     start = (o["start_ns"].to_numpy() - t0) / 1e3
@@ -228,13 +228,17 @@ def _launch_heads(a: Analysis, lo: float, hi: float) -> pd.DataFrame:
     of whose operations starts by ``lo`` (else its first does), and none that starts on the
     CPU by ``hi`` (the call of each of its operations starts inside it)."""
     ops = a.steps.ops
-    anchor = ops["anchor"].to_numpy()
+    start = ops["start_ns"].to_numpy()
     n = len(a.steps.anchors)
     candidate = np.zeros(n + 1, dtype=bool)  # (the last entry: anchor -1, never one)
     candidate[:n] = a.steps.anchors["start_ns"].to_numpy() < hi
-    candidate[anchor[ops["start_ns"].to_numpy() <= lo]] = False
+    chunks = range(0, len(ops), CHUNK_ROWS)  # (the anchors a chunk at a time: steps.op_anchors)
+    for c in chunks:
+        anchor = op_anchors(a.steps, c, c + CHUNK_ROWS)
+        candidate[anchor[start[c : c + CHUNK_ROWS] <= lo]] = False
     candidate[n] = False
-    o = ops[candidate[anchor]]
+    keep = [candidate[op_anchors(a.steps, c, c + CHUNK_ROWS)] for c in chunks]
+    o = with_anchors(a.steps, ops[np.concatenate(keep) if keep else np.zeros(0, dtype=bool)])
     first = o.loc[o.groupby("anchor")["start_ns"].idxmin()]
     first = first.assign(api_start_ns=op_launches(a.trace, first)[0])  # (its call's start)
     return first[(first["start_ns"] > lo) & (first["api_start_ns"] < hi)].set_index("anchor")
@@ -420,7 +424,7 @@ def step_operations(a: Analysis, step: int) -> pd.DataFrame:
     ops = a.steps.ops
     o = ops[ops["step"].to_numpy() == step]
     names = a.steps.anchors["name"].to_numpy(dtype=object)
-    idx = o["anchor"].to_numpy()
+    idx = frame_anchors(a.steps, o)
     f = pd.DataFrame(
         {
             "name": o["name"].astype(str).to_numpy(),

@@ -54,7 +54,7 @@ from specscope.analysis.coverage import ops_coverage
 from specscope.analysis.memory import CHUNK_ROWS
 from specscope.analysis.pairs import anchor_name_codes, first_per_step, pair_columns
 from specscope.analysis.spec import anchor_pairs
-from specscope.analysis.steps import Steps
+from specscope.analysis.steps import Steps, op_anchors
 
 PAIR_METRICS = ("gap_busy_us", "gap_idle_us", "host_lag_us")  # per anchor pair A->B
 LATENCY = "launch_latency_us"  # per anchor B
@@ -88,19 +88,19 @@ def anchor_extents(steps: Steps, launches: Launches) -> pd.DataFrame:
     every instance at once took 13 bytes per operation (0.26 GB at 20 M)."""
     n = len(steps.anchors)
     ops = steps.ops
-    anchor = ops["anchor"].to_numpy()
-    if (fast := _anchor_extents_c(ops, anchor, n, launches)) is not None:
+    if (fast := _anchor_extents_c(steps, n, launches)) is not None:
         return fast  # (one C loop: opsums.py; what follows is its reference)
     first, last, launch = np.full(n, np.nan), np.full(n, np.nan), np.full(n, np.nan)
     tid = np.full(n, -1, dtype=np.int64)
-    for lo in range(0, len(anchor) if n else 0, CHUNK_ROWS):
-        rows = np.flatnonzero(anchor[lo : lo + CHUNK_ROWS] >= 0)
+    for lo in range(0, len(ops) if n else 0, CHUNK_ROWS):
+        anchor = op_anchors(steps, lo, lo + CHUNK_ROWS)
+        rows = np.flatnonzero(anchor >= 0)
         if not len(rows):
             continue
+        group = anchor[rows]
         rows += lo
         # rows grouped by instance, in trace order within one (ops mostly come in instance
         # order: no sort at all, or a stable one of a chunk)
-        group = anchor[rows]
         if not np.all(group[1:] >= group[:-1]):
             by_group = np.argsort(group, kind="stable")
             rows, group = rows[by_group], group[by_group]
@@ -125,19 +125,24 @@ def _rows_launches(ops: pd.DataFrame, rows: np.ndarray, launches: Launches):
     return launches(ops["pid"].to_numpy()[rows], ops["correlation_id"].to_numpy()[rows])
 
 
-def _anchor_extents_c(
-    ops: pd.DataFrame, anchor: np.ndarray, n: int, launches: Launches
-) -> pd.DataFrame | None:
-    """:func:`anchor_extents` by the C loop of :mod:`.opsums`, or None (also without anchors:
-    the reference then reads no operation)."""
+def _anchor_extents_c(steps: Steps, n: int, launches: Launches) -> pd.DataFrame | None:
+    """:func:`anchor_extents` by the C loop of :mod:`.opsums` (a chunk of operations' anchors
+    at a time: :func:`.steps.op_anchors`), or None (also without anchors: the reference then
+    reads no operation)."""
+    ops = steps.ops
     if not n:
         return None
-    times = ops["start_ns"].to_numpy(), ops["end_ns"].to_numpy()
-    if (got := opsums.anchor_heads(anchor, n, *times)) is None:
-        return None
-    first_ns, last_ns, head, tied = got
+    start, end = ops["start_ns"].to_numpy(), ops["end_ns"].to_numpy()
+    state = opsums.anchor_state(n)
+    for lo in range(0, len(ops), CHUNK_ROWS):
+        hi = lo + CHUNK_ROWS
+        anchor = op_anchors(steps, lo, hi)
+        if opsums.anchor_heads(anchor, n, start[lo:hi], end[lo:hi], state, lo) is None:
+            return None
+    first_ns, last_ns, head, tied = state
+    tied = tied.view(bool)
     if tied.any():
-        _untie(ops, anchor, first_ns, head, tied, launches)
+        _untie(steps, first_ns, head, tied, launches)
     some = head >= 0
     first, last, launch = np.full(n, np.nan), np.full(n, np.nan), np.full(n, np.nan)
     tid = np.full(n, -1, dtype=np.int64)
@@ -148,28 +153,25 @@ def _anchor_extents_c(
 
 
 def _untie(
-    ops: pd.DataFrame,
-    anchor: np.ndarray,
-    first: np.ndarray,
-    head: np.ndarray,
-    tied: np.ndarray,
-    launches: Launches,
+    steps: Steps, first: np.ndarray, head: np.ndarray, tied: np.ndarray, launches: Launches
 ) -> None:
     """The head of each ``tied`` instance (several operations start it at ``first``): the one
     whose call started first (no call, NaN, last), then the first in trace order, among the
     operations starting it; ``head`` updated in place. A chunked pass over the operations
     finds them; calls are looked up for those only."""
+    ops = steps.ops
     start = ops["start_ns"].to_numpy()
-    found = []
-    for lo in range(0, len(anchor), CHUNK_ROWS):
-        g = anchor[lo : lo + CHUNK_ROWS]
+    found, instances = [], []
+    for lo in range(0, len(ops), CHUNK_ROWS):
+        g = op_anchors(steps, lo, lo + CHUNK_ROWS)
         inside = g >= 0
         inside[inside] = tied[g[inside]]
         inside[inside] = start[lo : lo + CHUNK_ROWS][inside] == first[g[inside]]
         found.append(np.flatnonzero(inside) + lo)
+        instances.append(g[inside])
     rows = np.concatenate(found)
     call = _nan_last(_rows_launches(ops, rows, launches)[0])
-    instance = anchor[rows]
+    instance = np.concatenate(instances)
     order = np.lexsort((rows, call, instance))  # by instance, then call, then trace order
     best = order[np.r_[True, instance[order][1:] != instance[order][:-1]]]
     head[instance[best]] = rows[best]

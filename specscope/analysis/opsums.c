@@ -102,10 +102,11 @@ int64_t pattern_sums(int64_t n, const void *step, int sw, const int64_t *where, 
 
 /* gaps.anchor_extents: per anchor instance its first start, last end, and the first row in
    trace order that starts first (head; -1 for an instance without rows), with tied set where
-   another row starts at the same time: then the caller picks among those by their calls. */
+   another row starts at the same time: then the caller picks among those by their calls.
+   Called per chunk of rows, the state carried over (offset: the chunk's first row). */
 int64_t anchor_heads(int64_t n, const void *anchor, int aw, int64_t n_inst, const int64_t *start,
                      const int64_t *end, int64_t *first, int64_t *last, int64_t *head,
-                     uint8_t *tied) {
+                     uint8_t *tied, int64_t offset) {
     for (int64_t i = 0; i < n; i++) {
         int64_t g = at(anchor, aw, i);
         if (g < 0) continue;
@@ -113,13 +114,13 @@ int64_t anchor_heads(int64_t n, const void *anchor, int aw, int64_t n_inst, cons
         if (head[g] < 0) {
             first[g] = start[i];
             last[g] = end[i];
-            head[g] = i;
+            head[g] = offset + i;
             continue;
         }
         if (end[i] > last[g]) last[g] = end[i];
         if (start[i] < first[g]) {
             first[g] = start[i];
-            head[g] = i;
+            head[g] = offset + i;
             tied[g] = 0;
         } else if (start[i] == first[g]) {
             tied[g] = 1;

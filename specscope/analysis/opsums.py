@@ -36,7 +36,7 @@ _SIGNATURES = {
     + [_P, _P, _P, _P],
     "pattern_sums": [_I, _P, _W, _P, _I, _P, _I, _P, _W, _P, _I, _P, _W, _P, _I, _P, _P, _I]
     + [_P, _P],
-    "anchor_heads": [_I, _P, _W, _I, _P, _P, _P, _P, _P, _P],  # (the last: tied, uint8)
+    "anchor_heads": [_I, _P, _W, _I, _P, _P, _P, _P, _P, _P, _I],  # (tied uint8, offset)
     "coverage_prefix": [_I, _P, _P, _P, _W, _P, _P, _P],
     "coverage_merge": [_I, _P, _P, _P, _I, _P, _P, _P, _P],
     "device_slots": [_I, _P, _W, _I, _P, _I, _P],
@@ -99,18 +99,22 @@ def _at(a: np.ndarray, row: int) -> int:
 
 
 def first_last(
-    group: np.ndarray, n: int, start: np.ndarray, end: np.ndarray
+    group: np.ndarray, n: int, start: np.ndarray, end: np.ndarray, into: tuple | None = None
 ) -> tuple[np.ndarray, np.ndarray] | None:
     """Per group 0..n-1 (and one slot more, for group -1) the least ``start`` and the greatest
     ``end`` (int64; ``INT64_MAX``/``INT64_MIN`` where there is no row), as the reference's
-    ``minimum.at``/``maximum.at`` leave them; or None."""
+    ``minimum.at``/``maximum.at`` leave them; or None. ``into``: the (first, last) of earlier
+    chunks of rows, carried on."""
     fn = _function("first_last")
     if fn is None or not (_ints(group) and _exact(np.int64, start, end)):
         return None
     if not _same_length(group, start, end):
         return None
-    first = np.full(n + 1, np.iinfo(np.int64).max, dtype=np.int64)
-    last = np.full(n + 1, np.iinfo(np.int64).min, dtype=np.int64)
+    if into is not None:
+        first, last = into
+    else:
+        first = np.full(n + 1, np.iinfo(np.int64).max, dtype=np.int64)
+        last = np.full(n + 1, np.iinfo(np.int64).min, dtype=np.int64)
     w = group.dtype.itemsize
     if fn(len(group), _p(group), w, n, _p(start), _p(end), _p(first), _p(last)) < 0:
         return None
@@ -202,26 +206,37 @@ def pattern_sums(
     return None if got < 0 else (count, ns)
 
 
+def anchor_state(n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The state :func:`anchor_heads` carries over chunks of rows, for ``n`` instances: first
+    start, last end, head row (-1: no rows yet) and tied (uint8)."""
+    head = np.full(n, -1, dtype=np.int64)
+    return np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64), head, np.zeros(n, np.uint8)
+
+
 def anchor_heads(
-    anchor: np.ndarray, n: int, start: np.ndarray, end: np.ndarray
+    anchor: np.ndarray,
+    n: int,
+    start: np.ndarray,
+    end: np.ndarray,
+    state: tuple | None = None,
+    offset: int = 0,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
     """Per anchor instance 0..n-1: first start, last end (int64), the first row in trace order
-    starting first (-1: no rows) and whether another row starts then too (bool: the caller
-    picks among those by their launch calls, as :func:`.gaps.anchor_extents` says); or
-    None."""
+    starting first (-1: no rows) and whether another row starts then too (uint8: the caller
+    picks among those by their launch calls, as :func:`.gaps.anchor_extents` says), into
+    ``state`` (:func:`anchor_state`), carried over calls for chunks of rows (``offset``: the
+    number of the chunk's first row); the state, or None."""
     fn = _function("anchor_heads")
     if fn is None or not (
         _ints(anchor) and _exact(np.int64, start, end) and _same_length(anchor, start, end)
     ):
         return None
-    first, last = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
-    head = np.full(n, -1, dtype=np.int64)
-    tied = np.zeros(n, dtype=np.uint8)
+    state = anchor_state(n) if state is None else state
     got = fn(
         len(anchor), _p(anchor), anchor.dtype.itemsize, n, _p(start), _p(end),
-        _p(first), _p(last), _p(head), _p(tied),
+        *map(_p, state), offset,
     )  # fmt: skip
-    return None if got < 0 else (first, last, head, tied.view(bool))
+    return None if got < 0 else state
 
 
 MERGE_MAX_RUNS = 16

@@ -56,7 +56,11 @@ class Steps:
     ``kept``: the ``step`` numbers reported (after ``skip`` and trailing drops).
     ``anchors``: anchor instances on the thread (``name``, ``start_ns``, ``end_ns``, ``step``).
     ``ops``: the device's GPU operations with ``step`` and ``anchor`` (row of ``anchors``),
-    -1 where not projected.
+    -1 where not projected. Where every operation's anchor is one of the first 127 of its
+    step's (anchors inside steps, as usual), ``ops`` holds ``anchor_rel`` instead: the anchor
+    less ``anchor_base[step]`` (the first anchor starting in the step), int8, 1 byte per
+    operation instead of 4 (80 MB at 20 M); :func:`op_anchors` and :func:`frame_anchors` give
+    the anchors either way.
     """
 
     spec: StepSpec
@@ -70,6 +74,59 @@ class Steps:
     skipped: int = 0
     dropped_trailing: int = 0
     notes: list[str] = field(default_factory=list)
+    anchor_base: np.ndarray | None = field(default=None, repr=False)
+
+
+REL_MAX = np.iinfo(np.int8).max
+"""Anchors of an operation further than this from the first of its step: ``anchor`` as is."""
+
+
+def op_anchors(steps: Steps, lo: int = 0, hi: int | None = None) -> np.ndarray:
+    """The anchor (row of ``steps.anchors``; -1: none) of the operations ``lo..hi`` of
+    ``steps.ops``: a chunk at a time where they are held relative to their step's (class
+    doc), the full column being 4 bytes per operation."""
+    ops = steps.ops
+    if steps.anchor_base is None:
+        return ops["anchor"].to_numpy()[lo:hi]
+    return _absolute(ops["anchor_rel"].to_numpy()[lo:hi], ops["step"].to_numpy()[lo:hi], steps)
+
+
+def frame_anchors(steps: Steps, frame: pd.DataFrame) -> np.ndarray:
+    """:func:`op_anchors` of ``frame``, some rows of ``steps.ops`` (with their columns)."""
+    if steps.anchor_base is None:
+        return frame["anchor"].to_numpy()
+    return _absolute(frame["anchor_rel"].to_numpy(), frame["step"].to_numpy(), steps)
+
+
+def with_anchors(steps: Steps, frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` (some rows of ``steps.ops``) with its ``anchor`` column as :class:`Steps`
+    documents it, in place of ``anchor_rel`` where the anchors are held relative."""
+    if steps.anchor_base is None:
+        return frame
+    anchor = frame_anchors(steps, frame)
+    return frame.drop(columns="anchor_rel").assign(anchor=anchor)
+
+
+def _absolute(rel: np.ndarray, step: np.ndarray, steps: Steps) -> np.ndarray:
+    dtype = op_index_dtype(len(steps.anchors))
+    out = np.full(len(rel), -1, dtype=dtype)
+    some = rel >= 0
+    out[some] = steps.anchor_base[step[some]] + rel[some]
+    return out
+
+
+def _relative(anchor: np.ndarray, step: np.ndarray, base: np.ndarray) -> np.ndarray | None:
+    """``anchor`` less its step's ``base`` as int8 (-1: no anchor), or None where one is not
+    within 0..:data:`REL_MAX` of it (or has no step)."""
+    some = anchor >= 0
+    if (step[some] < 0).any():
+        return None
+    rel = anchor[some].astype(np.int64) - base[step[some]]
+    if len(rel) and (rel.min() < 0 or rel.max() > REL_MAX):
+        return None
+    out = np.full(len(anchor), -1, dtype=np.int8)
+    out[some] = rel
+    return out
 
 
 def kept_position(steps: Steps) -> np.ndarray:
@@ -190,7 +247,9 @@ def find_steps(
         )
     s_start, s_end = all_steps["start_ns"].to_numpy(), all_steps["end_ns"].to_numpy()
     anchors = anchors.assign(step=interval_index(s_start, s_end, anchors["start_ns"].to_numpy()))
-    ops, device_id = _project(trace, sel_pid, sel_tid, all_steps, anchors, skip, device, notes)
+    ops, device_id, base = _project(
+        trace, sel_pid, sel_tid, all_steps, anchors, skip, device, notes
+    )
     give_back(len(ops))
     kept, dropped = _kept_steps(ops, all_steps, skip, device_id, notes)
     return Steps(
@@ -205,6 +264,7 @@ def find_steps(
         skipped=skip,
         dropped_trailing=dropped,
         notes=notes,
+        anchor_base=base,
     )
 
 
@@ -307,13 +367,16 @@ def _project(
     (:func:`.loader.by_device`): the device's are taken without a copy of them."""
     ops = trace.ops
     if trace.capture_mode is CaptureMode.NO_CUDA:
-        return ops.assign(step=np.zeros(0, np.int64), anchor=np.zeros(0, np.int64)), None
+        return ops.assign(step=np.zeros(0, np.int64), anchor=np.zeros(0, np.int64)), None, None
     s_start, s_end = all_steps["start_ns"].to_numpy(), all_steps["end_ns"].to_numpy()
     a_start, a_end = anchors["start_ns"].to_numpy(), anchors["end_ns"].to_numpy()
     # a launch on the thread always has its API call's start; looked for in the stretch of
     # the process' device where it ran on one (a rank of several: its own)
     where = _process_stretch(trace, pid)
-    step_of, anchor_of = _launch_steps(trace, where, pid, tid, s_start, s_end, a_start, a_end)
+    base = np.searchsorted(a_start, s_start).astype(np.int64)  # each step's first anchor
+    step_of, anchor_of, base = _launch_steps(
+        trace, where, pid, tid, (s_start, s_end), (a_start, a_end), base
+    )
     devices = ops["device_id"].to_numpy()
     device_id = _pick_device(trace, devices[where], step_of >= skip, device, notes)
     kept = slice(0, len(ops))  # (one device, or none picked: every operation)
@@ -322,7 +385,9 @@ def _project(
     whole = isinstance(kept, slice) and kept == slice(0, len(ops))  # (the usual case)
     columns = {c: ops[c].array if whole else ops[c].array[kept] for c in ops.columns}
     step_of, anchor_of = (_of_kept(v, where, kept) for v in (step_of, anchor_of))
-    return pd.DataFrame({**columns, "step": step_of, "anchor": anchor_of}, copy=False), device_id
+    anchor = "anchor" if base is None else "anchor_rel"
+    frame = pd.DataFrame({**columns, "step": step_of, anchor: anchor_of}, copy=False)
+    return frame, device_id, base
 
 
 def _process_stretch(trace: Trace, pid: int) -> slice:
@@ -340,21 +405,23 @@ def _launch_steps(
     where: slice,
     pid: int,
     tid: int,
-    s_start: np.ndarray,
-    s_end: np.ndarray,
-    a_start: np.ndarray,
-    a_end: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Step and anchor (:func:`_lookup_runs`) of each operation of the stretch ``where`` of
-    ``trace.ops`` launched on thread ``tid`` of ``pid``, by its launch call's start; -1 for
-    the others. The calls are looked up :data:`CHUNK_ROWS` operations at a time
-    (:meth:`.Trace.launches`): no array of every operation's launch (12 bytes each)."""
+    steps: tuple[np.ndarray, np.ndarray],
+    anchors: tuple[np.ndarray, np.ndarray],
+    base: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """Step and anchor (:func:`_lookup_runs` in the (starts, ends) of ``steps`` and
+    ``anchors``) of each operation of the stretch ``where`` of ``trace.ops`` launched on
+    thread ``tid`` of ``pid``, by its launch call's start; -1 for the others. The anchors
+    relative to ``base`` (each step's first), int8, with ``base``; where one is not within
+    reach of it, as they are, with None (:class:`Steps`). The calls are looked up
+    :data:`CHUNK_ROWS` operations at a time (:meth:`.Trace.launches`): no array of every
+    operation's launch (12 bytes each)."""
     ops = trace.ops
     pids = ops["pid"].to_numpy()[where]
     corrs = ops["correlation_id"].to_numpy()[where]
     n = len(pids)
-    step_of = np.full(n, -1, dtype=op_index_dtype(len(s_start)))
-    anchor_of = np.full(n, -1, dtype=op_index_dtype(len(a_start)))
+    step_of = np.full(n, -1, dtype=op_index_dtype(len(steps[0])))
+    anchor_of = np.full(n, -1, dtype=np.int8)  # (relative to base, until one is not)
     lookup = trace.launch_rows()
     for lo in range(0, n if lookup is not None else 0, CHUNK_ROWS):
         chunk = slice(lo, lo + CHUNK_ROWS)
@@ -362,13 +429,22 @@ def _launch_steps(
         mine = thread == tid
         mine &= pids[chunk] == pid
         if mine.all():  # (the usual case: every operation launched on the thread)
-            step_of[chunk], anchor_of[chunk] = _lookup_runs(
-                launched, (s_start, s_end), (a_start, a_end)
-            )
+            step, anchor = _lookup_runs(launched, steps, anchors)
+        else:
+            step = np.full(len(mine), -1, dtype=step_of.dtype)
+            anchor = np.full(len(mine), -1, dtype=op_index_dtype(len(anchors[0])))
+            step[mine], anchor[mine] = _lookup_runs(launched[mine], steps, anchors)
+        step_of[chunk] = step
+        if base is not None and (rel := _relative(anchor, step, base)) is not None:
+            anchor_of[chunk] = rel
             continue
-        got = _lookup_runs(launched[mine], (s_start, s_end), (a_start, a_end))
-        step_of[chunk][mine], anchor_of[chunk][mine] = got
-    return step_of, anchor_of
+        if base is not None:  # (the anchors so far as they are, from here on all of them)
+            absolute = np.full(n, -1, dtype=op_index_dtype(len(anchors[0])))
+            some = anchor_of[:lo] >= 0
+            absolute[:lo][some] = base[step_of[:lo][some]] + anchor_of[:lo][some]
+            anchor_of, base = absolute, None
+        anchor_of[chunk] = anchor
+    return step_of, anchor_of, base
 
 
 def _of_kept(values: np.ndarray, where: slice, kept) -> np.ndarray:

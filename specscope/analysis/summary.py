@@ -9,7 +9,7 @@ import pandas as pd
 from specscope.analysis.catalog import unit
 from specscope.analysis.loader import Trace
 from specscope.analysis.metrics import StepMetrics
-from specscope.analysis.steps import Steps
+from specscope.analysis.steps import Steps, frame_anchors
 
 STATS = ("n", "mean", "p10", "p50", "p90", "min", "max")
 
@@ -61,7 +61,8 @@ def kernel_timeline(steps: Steps, metrics: StepMetrics, step: int) -> pd.DataFra
     sel = (ops["end_ns"] > w0) & (ops["start_ns"] < w1)
     o = ops[sel].sort_values(["start_ns", "stream_id"], kind="stable")
     names = steps.anchors["name"].to_numpy(dtype=object)
-    anchor = np.where(o["anchor"] >= 0, names[o["anchor"].clip(lower=0)] if len(names) else "", "")
+    idx = frame_anchors(steps, o)
+    anchor = np.where(idx >= 0, names[np.clip(idx, 0, None)] if len(names) else "", "")
     return pd.DataFrame(
         {
             "stream_id": o["stream_id"].to_numpy(),

@@ -11,6 +11,7 @@ from testdata import DATA
 from specscope.analysis import composition, native
 from specscope.analysis.auto import analyze_processes
 from specscope.analysis.loader import load, op_launches
+from specscope.analysis.steps import with_anchors
 
 EXPORTS = ["eagle_graph_before.sqlite", "eagle_node_after.sqlite", "real/hf_generate.sqlite",
            "real/two_procs.sqlite", "graphs/run_graph_kpool_nvtx.sqlite"]  # fmt: skip
@@ -31,7 +32,7 @@ def _windows(a) -> list[tuple[float, float]]:
 
 def _heads_whole(a, lo: float, hi: float) -> pd.DataFrame:
     """The first operation of every anchor instance, from all of them (the code before)."""
-    ops = a.steps.ops
+    ops = with_anchors(a.steps, a.steps.ops)  # (every operation's anchor at once)
     o = ops[ops["anchor"].to_numpy() >= 0]
     o = o.assign(api_start_ns=op_launches(a.trace, o)[0])  # (every operation's call)
     first = o.loc[o.groupby("anchor")["start_ns"].idxmin()]

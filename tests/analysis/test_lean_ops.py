@@ -247,7 +247,9 @@ def test_anchor_extents_in_chunks_are_each_instances_own(seed: int, chunk: int, 
         {"anchor": anchor, "start_ns": start, "end_ns": start + rng.integers(1, 50, n_ops),
          "pid": np.full(n_ops, 5), "correlation_id": np.arange(n_ops) + 1}
     )  # fmt: skip
-    steps = SimpleNamespace(anchors=pd.DataFrame({"start_ns": np.arange(n_anchors)}), ops=ops)
+    steps = SimpleNamespace(
+        anchors=pd.DataFrame({"start_ns": np.arange(n_anchors)}), ops=ops, anchor_base=None
+    )
     got = gaps.anchor_extents(steps, _calls_of_rows(api, tid))
     for k in range(n_anchors):
         rows = np.flatnonzero(anchor == k)
@@ -340,3 +342,16 @@ def test_call_pids_of_one_thread_are_a_view():
     assert pids.strides == (0,) and pids.shape == gtid.shape and int(pids[-1]) == 4242
     mixed = np.array([(1 << 24) | 5, (2 << 24) | 5], dtype=np.int64)
     assert _call_pids(mixed).tolist() == [1, 2]
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 7, 8, 9, 50])
+def test_start_order_breaks_found_a_chunk_at_a_time(n, monkeypatch):
+    """Where the starts decrease (the bounds of the sorted runs a merged order is made of),
+    found over chunks of rows, with breaks at and across the chunks' edges."""
+    from specscope.analysis import coverage
+
+    monkeypatch.setattr(coverage, "CHUNK_ROWS", 4)
+    starts = np.random.default_rng(n).integers(0, 5, n)
+    got = coverage._breaks(starts)
+    assert got.dtype == np.int64
+    assert np.array_equal(got, np.flatnonzero(starts[1:] < starts[:-1]))

@@ -207,3 +207,41 @@ def test_runs_of_launch_times_looked_up_a_chunk_at_a_time(chunk, monkeypatch):
     for result, (s, e) in zip(got, intervals, strict=True):
         want = steps_module.interval_index(s, e, times.astype(np.int64))
         assert result.dtype == np.int32 and result.tolist() == want.tolist()
+
+
+@pytest.mark.parametrize("name", ["eagle_node_before.sqlite", "eagle_graph_before.sqlite"])
+def test_anchors_relative_to_their_steps_are_the_anchors(name, monkeypatch):
+    """Each operation's anchor held as int8 relative to its step's first anchor, as it is
+    (none is within reach), or relative in the first chunks and as it is from a chunk on that
+    has one out of reach: the same anchors, extents and metrics."""
+    from testdata import DATA
+
+    from specscope.analysis import steps as steps_module
+    from specscope.analysis.gaps import anchor_extents
+    from specscope.analysis.loader import load
+    from specscope.analysis.metrics import per_step_metrics
+    from specscope.analysis.spec import load_preset
+    from specscope.analysis.steps import find_steps, op_anchors, with_anchors
+
+    def found(rel_max: int, chunk: int):
+        monkeypatch.setattr(steps_module, "REL_MAX", rel_max)
+        monkeypatch.setattr(steps_module, "CHUNK_ROWS", chunk)
+        trace = load(DATA / name)
+        st = find_steps(trace, load_preset("eagle"))
+        return st, trace
+
+    plain, trace = found(-1, 1 << 18)  # (no anchor within reach: as they are)
+    assert plain.anchor_base is None and "anchor" in plain.ops
+    want = plain.ops["anchor"].to_numpy()
+    want_ext = anchor_extents(plain, trace.launches)
+    want_metrics = per_step_metrics(trace, plain).frame
+    for rel_max, chunk in [(127, 1 << 18), (127, 64), (1, 64)]:
+        st, trace = found(rel_max, chunk)
+        relative = st.anchor_base is not None
+        assert relative == (rel_max == 127)  # (3 anchors a step: 1 is out of reach)
+        assert ("anchor_rel" in st.ops) == relative
+        assert np.array_equal(op_anchors(st), want)
+        assert np.array_equal(op_anchors(st, 100, 300), want[100:300])
+        assert np.array_equal(with_anchors(st, st.ops)["anchor"].to_numpy(), want)
+        pd.testing.assert_frame_equal(anchor_extents(st, trace.launches), want_ext)
+        pd.testing.assert_frame_equal(per_step_metrics(trace, st).frame, want_metrics)
