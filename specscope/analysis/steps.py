@@ -364,7 +364,9 @@ def _project(
     projected onto a kept step: then every operation) with ``step`` and ``anchor`` (row of
     ``anchors``), -1 where not projected: by the start of the launching API call on the
     steps' thread. Each device's operations are a stretch of ``trace.ops``
-    (:func:`.loader.by_device`): the device's are taken without a copy of them."""
+    (:func:`.loader.by_device`): the device's are taken without a copy of them. With the
+    steps' first anchors, ``anchor_base`` (None where the anchors are held as they are:
+    :class:`Steps`)."""
     ops = trace.ops
     if trace.capture_mode is CaptureMode.NO_CUDA:
         return ops.assign(step=np.zeros(0, np.int64), anchor=np.zeros(0, np.int64)), None, None
