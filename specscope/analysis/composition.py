@@ -48,9 +48,10 @@ import pandas as pd
 
 from specscope.analysis import opsums
 from specscope.analysis.coverage import union_coverage
+from specscope.analysis.gaps import anchor_extents
 from specscope.analysis.loader import op_launches
 from specscope.analysis.memory import CHUNK_ROWS
-from specscope.analysis.metrics import anchor_first_last, name_matches
+from specscope.analysis.metrics import name_matches
 from specscope.analysis.run import Analysis
 from specscope.analysis.steps import frame_anchors, op_anchors, with_anchors
 from specscope.analysis.summary import median_step, step_window
@@ -150,7 +151,8 @@ class GapTimeline:
 
 def _anchor_extents(a: Analysis) -> tuple[np.ndarray, np.ndarray]:
     """Each anchor instance's first start and last end of GPU work (float64 ns, NaN: none)."""
-    return anchor_first_last(a.steps)
+    ext = anchor_extents(a.steps, a.trace.launches)
+    return ext["first_ns"].to_numpy(), ext["last_ns"].to_numpy()
 
 
 def _op_frame(a: Analysis, lo: float, hi: float, t0: float, highlight: str | None):

@@ -226,16 +226,15 @@ def pair_values(steps: Steps, ext: pd.DataFrame) -> dict[str, np.ndarray]:
     }
 
 
-def gap_attribution(steps: Steps, launches: Launches) -> pd.DataFrame:
-    """The :func:`attribution_columns` per kept step (index: step; module doc); ``launches``:
-    the trace's :meth:`.Trace.launches`."""
+def gap_attribution(steps: Steps, ext: pd.DataFrame) -> pd.DataFrame:
+    """The :func:`attribution_columns` per kept step (index: step; module doc), from the
+    anchor instances' :func:`anchor_extents` ``ext``."""
     kept = steps.kept
     index = pd.Index(kept, name="step")
     nan = np.full(len(kept), np.nan)
     cols = dict.fromkeys(attribution_columns(steps.spec.anchor_names), nan)
     if len(steps.anchors) == 0:
         return pd.DataFrame(cols, index=index)
-    ext = anchor_extents(steps, launches)
     if len(steps.anchors) >= 2:
         values = pair_values(steps, ext)
         for metric in PAIR_METRICS:

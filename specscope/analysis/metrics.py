@@ -70,7 +70,7 @@ from specscope.analysis.loader import (
 from specscope.analysis.memory import dense, dense_rows, give_back
 from specscope.analysis.pairs import pair_columns
 from specscope.analysis.spec import anchor_pairs
-from specscope.analysis.steps import Steps, interval_index, kept_position, op_anchors
+from specscope.analysis.steps import Steps, interval_index, kept_position
 from specscope.analysis.validate import no_launch_note
 
 _GPU_METRICS = tuple(gpu_metrics())  # NaN without CUDA data (catalog: needs_cuda)
@@ -180,9 +180,10 @@ def per_step_metrics(
         out[col] = values
     del counts
     give_back(rows)
-    cols = _gap_metrics(steps, gap_cols)
+    ext = gaps.anchor_extents(steps, trace.launches)  # (the gaps and their attribution's)
     give_back(rows)
-    attribution = gaps.gap_attribution(steps, trace.launches)
+    cols = _gap_metrics(steps, gap_cols, ext)
+    attribution = gaps.gap_attribution(steps, ext)
     give_back(rows)
     cols.update((col, attribution[col].to_numpy()) for col in attribution.columns)
     cols.update(_api_metrics(trace, steps))
@@ -273,37 +274,6 @@ def group_first_last(
         last = np.full(n + 1, np.iinfo(np.int64).min, dtype=np.int64)
         np.minimum.at(first, group, start)
         np.maximum.at(last, group, end)
-    return _as_times(first, last, n)
-
-
-def anchor_first_last(steps: Steps) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`group_first_last` of the anchor instances of ``steps``: each one's first start and
-    last end of GPU work (float64 ns, NaN: none), the operations' anchors a chunk at a time
-    where they are held relative to their steps' (:func:`.steps.op_anchors`)."""
-    ops, n = steps.ops, len(steps.anchors)
-    start, end = ops["start_ns"].to_numpy(), ops["end_ns"].to_numpy()
-    if steps.anchor_base is None:
-        return group_first_last(ops["anchor"].to_numpy(), n, start, end)
-    into = None  # (the C loop, carrying the first and last times from chunk to chunk)
-    for lo in range(0, len(ops), CHUNK_ROWS):
-        anchor = op_anchors(steps, lo, lo + CHUNK_ROWS)
-        into = opsums.first_last(
-            anchor, n, start[lo : lo + CHUNK_ROWS], end[lo : lo + CHUNK_ROWS], into
-        )
-        if into is None:
-            break
-    if into is None:  # (the reference, chunk by chunk)
-        into = np.full(n + 1, np.iinfo(np.int64).max), np.full(n + 1, np.iinfo(np.int64).min)
-        for lo in range(0, len(ops), CHUNK_ROWS):
-            anchor = op_anchors(steps, lo, lo + CHUNK_ROWS)
-            np.minimum.at(into[0], anchor, start[lo : lo + CHUNK_ROWS])
-            np.maximum.at(into[1], anchor, end[lo : lo + CHUNK_ROWS])
-    return _as_times(*into, n)
-
-
-def _as_times(first: np.ndarray, last: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
-    """The first ``n`` groups' int64 (first, last) as float64 times, NaN for a group without
-    rows."""
     empty = last[:n] == np.iinfo(np.int64).min  # no row: the last end was never raised
     first, last = first[:n].astype(np.float64), last[:n].astype(np.float64)
     first[empty] = last[empty] = np.nan
@@ -481,10 +451,11 @@ def _joined(out: pd.DataFrame, cols: dict[str, np.ndarray]) -> pd.DataFrame:
     return pd.concat([out, pd.DataFrame(cols, index=out.index)], axis=1)
 
 
-def _gap_metrics(steps: Steps, gap_cols: list[str]) -> dict[str, np.ndarray]:
-    """``gap_us:A->B`` between the GPU work of consecutive anchor instances: ``gap_cols`` (NaN
-    where no step has the pair), per kept step."""
-    a_first, a_last = anchor_first_last(steps)
+def _gap_metrics(steps: Steps, gap_cols: list[str], ext: pd.DataFrame) -> dict[str, np.ndarray]:
+    """``gap_us:A->B`` between the GPU work of consecutive anchor instances (their
+    :func:`.gaps.anchor_extents` ``ext``): ``gap_cols`` (NaN where no step has the pair), per
+    kept step."""
+    a_first, a_last = ext["first_ns"].to_numpy(), ext["last_ns"].to_numpy()
     cols = dict.fromkeys(gap_cols, np.full(len(steps.kept), np.nan))
     cols.update(_gaps(steps, a_first, a_last, "gap_us:"))
     return cols

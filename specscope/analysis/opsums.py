@@ -99,22 +99,18 @@ def _at(a: np.ndarray, row: int) -> int:
 
 
 def first_last(
-    group: np.ndarray, n: int, start: np.ndarray, end: np.ndarray, into: tuple | None = None
+    group: np.ndarray, n: int, start: np.ndarray, end: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray] | None:
     """Per group 0..n-1 (and one slot more, for group -1) the least ``start`` and the greatest
     ``end`` (int64; ``INT64_MAX``/``INT64_MIN`` where there is no row), as the reference's
-    ``minimum.at``/``maximum.at`` leave them; or None. ``into``: the (first, last) of earlier
-    chunks of rows, carried on."""
+    ``minimum.at``/``maximum.at`` leave them; or None."""
     fn = _function("first_last")
     if fn is None or not (_ints(group) and _exact(np.int64, start, end)):
         return None
     if not _same_length(group, start, end):
         return None
-    if into is not None:
-        first, last = into
-    else:
-        first = np.full(n + 1, np.iinfo(np.int64).max, dtype=np.int64)
-        last = np.full(n + 1, np.iinfo(np.int64).min, dtype=np.int64)
+    first = np.full(n + 1, np.iinfo(np.int64).max, dtype=np.int64)
+    last = np.full(n + 1, np.iinfo(np.int64).min, dtype=np.int64)
     w = group.dtype.itemsize
     if fn(len(group), _p(group), w, n, _p(start), _p(end), _p(first), _p(last)) < 0:
         return None
