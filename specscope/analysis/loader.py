@@ -628,6 +628,20 @@ class Trace:
             tid[chunk][hit] = a_gtid[row] & _PID_MASK
         return start, tid
 
+    def launches_in_chunks(
+        self, pid: np.ndarray, corr: np.ndarray, rows: np.ndarray | None = None
+    ) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
+        """:meth:`launches` of the pairs (``pid``, ``corr``), or of those at ``rows``,
+        :data:`CHUNK_ROWS` pairs at a time with one lookup (:meth:`launch_rows`) for all:
+        (the chunk's first position, start, thread) per chunk; none without CUDA API calls.
+        Where every operation's call is wanted (operations carry no launch times: module doc),
+        in bounded temporaries."""
+        lookup = self.launch_rows()
+        n = len(pid) if rows is None else len(rows)
+        for lo in range(0, n if lookup is not None else 0, CHUNK_ROWS):
+            at = slice(lo, lo + CHUNK_ROWS) if rows is None else rows[lo : lo + CHUNK_ROWS]
+            yield (lo, *self.launches(pid[at], corr[at], lookup))
+
     def launch_rows(self):
         """The lookup of :meth:`launches`: ``rows(pid, corr)``, the row of each pair's CUDA API
         call, or None without API calls. One process' calls in id order (as nsys writes them):
@@ -1123,11 +1137,10 @@ def _only_here(values: np.ndarray) -> bool:
     return base is None or (isinstance(base, mmap.mmap) and sys.getrefcount(base) <= 3)
 
 
-def op_launches(trace: Trace, ops: pd.DataFrame, rows=None) -> tuple[np.ndarray, np.ndarray]:
+def op_launches(trace: Trace, ops: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     """:meth:`Trace.launches` of each operation of ``ops`` (rows of ``trace.ops``): the start
-    (NaN: none) and thread (-1) of the CUDA API call that launched it. ``rows``:
-    :meth:`Trace.launch_rows` where the same lookup serves several frames."""
-    return trace.launches(ops["pid"].to_numpy(), ops["correlation_id"].to_numpy(), rows)
+    (NaN: none) and thread (-1) of the CUDA API call that launched it."""
+    return trace.launches(ops["pid"].to_numpy(), ops["correlation_id"].to_numpy())
 
 
 def per_ops_frame(trace: Trace, name: str, compute):

@@ -272,11 +272,9 @@ def _eager_launches(trace: Trace, rows: np.ndarray) -> tuple[np.ndarray, ...]:
     ops = trace.ops
     pid, corr = ops["pid"].to_numpy(), ops["correlation_id"].to_numpy()
     graph = ops["in_graph"].to_numpy()
-    lookup = trace.launch_rows()
     parts: list[tuple[np.ndarray, ...]] = []
-    for lo in range(0, len(rows) if lookup is not None else 0, CHUNK_ROWS):
-        chunk = rows[lo : lo + CHUNK_ROWS]
-        start, tid = trace.launches(pid[chunk], corr[chunk], lookup)
+    for lo, start, tid in trace.launches_in_chunks(pid, corr, rows):
+        chunk = rows[lo : lo + len(start)]
         called, in_graph = tid >= 0, graph[chunk]
         eager = called & ~in_graph
         parts.append((chunk[eager], start[eager], tid[eager], chunk[called & in_graph]))

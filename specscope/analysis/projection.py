@@ -31,7 +31,6 @@ import numpy as np
 import pandas as pd
 
 from specscope.analysis.loader import Trace, op_launches
-from specscope.analysis.memory import CHUNK_ROWS
 
 
 def range_depths(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
@@ -189,12 +188,9 @@ def _calls_within(
     ops = trace.ops
     pids, corrs = ops["pid"].to_numpy(), ops["correlation_id"].to_numpy()
     counts = {tid: np.zeros(len(start), dtype=np.int64) for tid, (start, _) in ranges.items()}
-    lookup, called = trace.launch_rows(), False
-    for lo in range(0, len(ops) if lookup is not None else 0, CHUNK_ROWS):
-        of_pid = pids[lo : lo + CHUNK_ROWS] == pid
-        calls, call_tid = trace.launches(
-            pids[lo : lo + CHUNK_ROWS][of_pid], corrs[lo : lo + CHUNK_ROWS][of_pid], lookup
-        )
+    called = False
+    for lo, calls, call_tid in trace.launches_in_chunks(pids, corrs):
+        call_tid[pids[lo : lo + len(calls)] != pid] = -1  # (another process' operations)
         called |= bool((call_tid >= 0).any())
         for tid, (start, end) in ranges.items():
             mine = np.sort(calls[call_tid == tid])

@@ -302,8 +302,8 @@ def _fits(values: np.ndarray, dtype, i: int) -> None:
 
 
 def _halves(column) -> tuple[np.ndarray, np.ndarray]:
-    """The high and low 32 bits of a batch of a split column, as :func:`_put` writes them (views
-    of it where it is a contiguous int64 array on a little-endian machine)."""
+    """The high and low 32 bits of a batch of a split column (views of it where it is a
+    contiguous int64 array on a little-endian machine)."""
     column = np.asarray(column)
     if sys.byteorder == "little" and column.dtype == np.int64 and column.flags.c_contiguous:
         halves = column.view(np.int32).reshape(-1, 2)
@@ -379,14 +379,8 @@ def _put(target, n: int, m: int, column) -> None:
     column = np.asarray(column)
     if column.ndim == 0:
         high[n : n + m] = low[n : n + m] = column
-    elif sys.byteorder == "little" and column.dtype == np.int64 and column.flags.c_contiguous:
-        halves = column.view(np.int32).reshape(-1, 2)
-        high[n : n + m] = halves[:, 1]
-        low[n : n + m] = halves[:, 0]
     else:
-        column = column.astype(np.int64, copy=False)
-        high[n : n + m] = column >> 32
-        low[n : n + m] = column.astype(np.int32)
+        high[n : n + m], low[n : n + m] = _halves(column)
 
 
 def _concat(parts: list[list[np.ndarray]], ncols: int, dtypes: list[np.dtype]) -> list:

@@ -424,10 +424,8 @@ def _launch_steps(
     n = len(pids)
     step_of = np.full(n, -1, dtype=op_index_dtype(len(steps[0])))
     anchor_of = np.full(n, -1, dtype=np.int8)  # (relative to base, until one is not)
-    lookup = trace.launch_rows()
-    for lo in range(0, n if lookup is not None else 0, CHUNK_ROWS):
-        chunk = slice(lo, lo + CHUNK_ROWS)
-        launched, thread = trace.launches(pids[chunk], corrs[chunk], lookup)
+    for lo, launched, thread in trace.launches_in_chunks(pids, corrs):
+        chunk = slice(lo, lo + len(launched))
         mine = thread == tid
         mine &= pids[chunk] == pid
         if mine.all():  # (the usual case: every operation launched on the thread)

@@ -24,7 +24,6 @@ import numpy as np
 import pandas as pd
 
 from specscope.analysis.loader import Trace
-from specscope.analysis.memory import CHUNK_ROWS
 from specscope.analysis.spec import StepSpec
 from specscope.analysis.steps import Steps, op_index_dtype
 
@@ -70,18 +69,13 @@ def _launching_thread(trace: Trace, ops: pd.DataFrame) -> tuple[int, float]:
     """The thread that launched most of ``ops`` (-1: none has a recorded call) and the first
     start of their launch calls (NaN: none), the calls looked up :data:`CHUNK_ROWS` operations
     at a time (operations carry no launch times)."""
-    lookup, counts, first = trace.launch_rows(), np.zeros(0, dtype=np.int64), np.nan
+    counts, first = np.zeros(0, dtype=np.int64), np.nan
     pid, corr = ops["pid"].to_numpy(), ops["correlation_id"].to_numpy()
-    for lo in range(0, len(ops) if lookup is not None else 0, CHUNK_ROWS):
-        chunk = slice(lo, lo + CHUNK_ROWS)
-        start, tid = trace.launches(pid[chunk], corr[chunk], lookup)
+    for _, start, tid in trace.launches_in_chunks(pid, corr):
         tid = tid[tid >= 0]
-        here = np.bincount(tid)
-        if len(here) > len(counts):
-            here[: len(counts)] += counts
-            counts = here
-        else:
-            counts[: len(here)] += here
+        here = np.bincount(tid, minlength=len(counts))
+        here[: len(counts)] += counts
+        counts = here
         if len(tid):
             first = np.nanmin([first, np.nanmin(start)])
     return (int(counts.argmax()) if counts.any() else -1), first

@@ -312,7 +312,7 @@ def test_chunked_pattern_search_equals_the_whole_arrays(chunk, monkeypatch):
 def test_eager_launches_in_chunks_are_the_whole_lookups(name, monkeypatch):
     """The eager kernels' calls, looked up a chunk at a time (operations carry no launch
     times): the launches, starts and threads of one lookup of every kernel."""
-    from specscope.analysis import patterns
+    from specscope.analysis import loader, patterns
     from specscope.analysis.loader import KINDS, load, op_launches
 
     trace = load(testdata.DATA / name)
@@ -322,7 +322,7 @@ def test_eager_launches_in_chunks_are_the_whole_lookups(name, monkeypatch):
     graph = ops["in_graph"].to_numpy()[rows]
     eager = (tid >= 0) & ~graph
     want = (rows[eager], start[eager], tid[eager], rows[(tid >= 0) & graph])
-    monkeypatch.setattr(patterns, "CHUNK_ROWS", 7)
+    monkeypatch.setattr(loader, "CHUNK_ROWS", 7)  # (Trace.launches_in_chunks)
     got = patterns._eager_launches(trace, rows)
     assert len(got[0]) and (name != "eagle_node_before.sqlite" or len(got[3]))
     for a, b in zip(got, want, strict=True):

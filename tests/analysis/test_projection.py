@@ -105,10 +105,10 @@ def test_top_level_is_depth_zero():
 def test_step_range_candidates_count_the_calls_a_chunk_at_a_time(name, monkeypatch):
     """The operations carry no launch times: each range's launches are counted over chunks of
     operations (a chunk's calls looked up and counted alone), as over all of them at once."""
-    from specscope.analysis import projection
+    from specscope.analysis import loader, projection
 
     trace = load(testdata.DATA / name)
     pid = int(trace.nvtx["pid"].iloc[0])
     whole = projection.step_range_candidates(trace, pid)
-    monkeypatch.setattr(projection, "CHUNK_ROWS", 7)
+    monkeypatch.setattr(loader, "CHUNK_ROWS", 7)  # (Trace.launches_in_chunks)
     assert projection.step_range_candidates(trace, pid) == whole and whole

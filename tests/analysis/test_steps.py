@@ -216,6 +216,7 @@ def test_anchors_relative_to_their_steps_are_the_anchors(name, monkeypatch):
     has one out of reach: the same anchors, extents and metrics."""
     from testdata import DATA
 
+    from specscope.analysis import loader as loader_module
     from specscope.analysis import steps as steps_module
     from specscope.analysis.gaps import anchor_extents
     from specscope.analysis.loader import load
@@ -225,7 +226,7 @@ def test_anchors_relative_to_their_steps_are_the_anchors(name, monkeypatch):
 
     def found(rel_max: int, chunk: int):
         monkeypatch.setattr(steps_module, "REL_MAX", rel_max)
-        monkeypatch.setattr(steps_module, "CHUNK_ROWS", chunk)
+        monkeypatch.setattr(loader_module, "CHUNK_ROWS", chunk)  # (Trace.launches_in_chunks)
         trace = load(DATA / name)
         st = find_steps(trace, load_preset("eagle"))
         return st, trace
