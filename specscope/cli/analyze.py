@@ -114,11 +114,19 @@ def _analyze_several(traces, spec_args: SpecArgs, fmt: str, db, jobs, dask_sched
 def _echo_pieces(pieces) -> None:
     """JSON text given in pieces, written in pieces of at most 1 M characters, and a newline:
     no copy of the whole text (hundreds of MB for 100 000 steps), per-step rows last in each
-    analysis (:meth:`~specscope.analysis.run.Analysis.json_pieces`)."""
+    analysis (:meth:`~specscope.analysis.run.Analysis.json_pieces`).
+
+    Written to standard output's text stream itself, not through ``click.echo``: that strips
+    ANSI escapes from every piece when the output is not a terminal (a regular expression over
+    all the text), which JSON cannot hold anyway (its encoders write ESC as ``\\u001b``), and
+    flushes after each piece. The 18 MB of 2 M GPU operations' JSON took 10-60 ms through it,
+    5 ms written so (2026-12-02)."""
+    out = click.get_text_stream("stdout")
     for piece in pieces:
         for i in range(0, len(piece), 1 << 20):
-            click.echo(piece[i : i + (1 << 20)], nl=False)
-    click.echo()
+            out.write(piece[i : i + (1 << 20)])
+    out.write("\n")
+    out.flush()
 
 
 def _analyze_export(path: Path, spec_args: SpecArgs, collective: str, fmt: str, totals: bool):

@@ -122,3 +122,21 @@ def test_commands_that_only_read_start_no_blas_threads(command, given, seen, tmp
     done = subprocess.run([sys.executable, "-c", code, *args], env=env, capture_output=True)
     assert done.returncode == 0, done.stderr
     assert f"BLAS {seen}" in done.stderr.decode()
+
+
+@pytest.mark.parametrize(
+    ("command", "quick"), [("analyze", True), ("doctor", False)], ids=["reading", "workload"]
+)
+def test_commands_that_only_read_collect_cycles_less_often(command, quick):
+    """The commands that read exports raise the cyclic collector's thresholds (pandas' import
+    is walked less often); those that may run a workload keep Python's."""
+    code = (
+        "import atexit, gc, sys; before = gc.get_threshold(); "
+        "atexit.register(lambda: print('GC', before, gc.get_threshold(), file=sys.stderr)); "
+        "sys.argv = ['specscope', *sys.argv[1:]]; from specscope.cli import main; main()"
+    )
+    done = subprocess.run([sys.executable, "-c", code, command, "--help"], capture_output=True)
+    assert done.returncode == 0, done.stderr
+    before, after = done.stderr.decode().split("GC ")[1].strip().split(") (")
+    assert (after.strip("()") == str(cli_module.GC_THRESHOLDS).strip("()")) is quick
+    assert (before.strip("()") == after.strip("()")) is not quick
