@@ -119,6 +119,9 @@ def _covered_whole(s: np.ndarray, emax: np.ndarray, holes: np.ndarray, dtype):
 
     def covered_whole(t: np.ndarray) -> np.ndarray:
         t = np.asarray(t)
+        if (fast := opsums.covered_at(s, emax, holes, t)) is not None:
+            return fast  # (one C loop, each time searched from the last: opsums.py; what
+            # follows is its reference)
         out = np.zeros(len(t), dtype=np.result_type(dtype, t))
         some = t >= s[0]  # before the first start: nothing covered yet
         out[some] = _covered_at(s, emax, holes, s[0], t[some])

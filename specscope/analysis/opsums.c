@@ -270,6 +270,37 @@ int64_t interval_lookup(int64_t n, const double *t, int64_t n_int, const int64_t
     return 0;
 }
 
+/* coverage._covered_whole of float times q (n_q) from the whole prefix (s sorted, emax, holes:
+   n intervals, first = s[0]): 0 before s[0], else the covered time before q as
+   coverage._covered_at computes it in numpy, to the bit (its int64 search of floor(q), then
+   (end - first) - holes[j] - max(end - q, 0) in int64 and float64 as numpy converts them).
+   Each time is searched from the last one's place (the windows' and gaps' bounds mostly
+   increase), where numpy's binary search from the middle misses the cache at every halving.
+   -1 for a time beyond int64 (coverage._as_times_of then searches floats): the reference
+   runs. */
+int64_t covered_at(int64_t n, const int64_t *s, const int64_t *emax, const int64_t *holes,
+                   int64_t n_q, const double *q, double *out) {
+    int64_t hint = 0;
+    double first_f = (double)s[0];
+    for (int64_t i = 0; i < n_q; i++) {
+        double v = q[i];
+        if (!(v >= first_f)) {  /* before the first start, or NaN: nothing covered */
+            out[i] = 0.0;
+            continue;
+        }
+        if (!(v <= 9.2e18)) return -1;
+        int64_t x = (int64_t)floor(v);
+        int64_t j = lower_bound_from(s, 8, n, x + 1, hint);  /* starts <= x */
+        hint = j;
+        j -= 1;
+        if (j < 0) j += n;  /* (numpy's index -1: the last row) */
+        int64_t end = emax[j];
+        double past = (double)end - v;
+        out[i] = (double)((end - s[0]) - holes[j]) - (past > 0.0 ? past : 0.0);
+    }
+    return 0;
+}
+
 /* metrics._api_metrics over steps that do not overlap (starts sorted, each ending by the
    next's start): each call whose name id has a family (family[id], -1 none; ids past n_ids
    have none) and whose start lies in a step [start, end) counts once in counts[family *

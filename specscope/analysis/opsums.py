@@ -47,6 +47,7 @@ _SIGNATURES = {
     + [_P, _P],
     "sorted_lookup": [_I, _P, _W, _I, _P, _W, _I, _P, _W, _I, _P, _P, _I, _P, _P],
     "interval_lookup": [_I, _P, _I, _P, _P, _P, _W],
+    "covered_at": [_I, _P, _P, _P, _I, _P, _P],
     "nesting_depth": [_I, _P, _P, _P, _P],
     "api_counts": [_I, _P, _P, _W, _P, _I, _I, _P, _P, _P],
 }
@@ -391,6 +392,25 @@ def interval_lookup(t: np.ndarray, starts: np.ndarray, ends: np.ndarray, out: np
         return False
     got = fn(len(t), _p(t), len(starts), _p(starts), _p(ends), _p(out), out.dtype.itemsize)
     return got >= 0
+
+
+def covered_at(
+    s: np.ndarray, emax: np.ndarray, holes: np.ndarray, q: np.ndarray
+) -> np.ndarray | None:
+    """:func:`.coverage.union_coverage`'s answer at the float times ``q`` from its whole prefix
+    (``s``, ``emax``, ``holes``: int64, ``s`` sorted and not empty), each time searched from the
+    last one's place; None where the C loop cannot (the reference then runs)."""
+    fn = _function("covered_at")
+    if (
+        fn is None
+        or not (_exact(np.int64, s, emax, holes) and _exact(np.float64, q))
+        or not _same_length(s, emax, holes)
+        or not len(s)
+    ):
+        return None
+    out = np.empty(len(q), dtype=np.float64)
+    got = fn(len(s), _p(s), _p(emax), _p(holes), len(q), _p(q), _p(out))
+    return None if got < 0 else out
 
 
 def api_counts(

@@ -491,3 +491,23 @@ def test_device_ids_far_apart_make_no_table_of_their_range(built, monkeypatch):
     assert scatter.fn is None and scatter.slot_of.nbytes < 1 << 20
     columns = {"device_id": device, "start_ns": np.arange(5, dtype=np.int64)}
     assert by_device(columns)["start_ns"].tolist() == [2, 4, 0, 3, 1]
+
+
+def test_coverage_queries_in_c_as_numpy_answers_them(built, monkeypatch):
+    """Float times before, at and after the first start, inside holes and overlaps, in no
+    order, with NaN: the C search from the last time's place answers as the numpy search of
+    the whole prefix does, to the bit; beyond int64 it declines (the reference answers)."""
+    rng = np.random.default_rng(7)
+    starts = np.sort(rng.integers(1_000, 90_000, 4_000)).astype(np.int64)
+    ends = starts + rng.integers(0, 400, len(starts))
+    s, emax, holes = opsums.coverage_prefix(starts, ends, None)
+    q = np.r_[rng.uniform(0, 95_000, 3_000), np.sort(rng.uniform(900, 95_000, 3_000))]
+    q = np.r_[q, starts[:20] + 0.0, ends[:20] - 0.5, 999.5, 1_000.0, np.nan]
+    rng.shuffle(q[:3_000])
+    got = opsums.covered_at(s, emax, holes, q)
+    want = _reference(monkeypatch, lambda: union_coverage(starts, ends)(q))
+    assert got is not None and got.dtype == want.dtype
+    assert np.array_equal(got, want)
+    assert (got[:-1] > 0).any() and got[-1] == 0.0
+    assert opsums.covered_at(s, emax, holes, np.r_[q[:5], 1e19]) is None
+    assert opsums.covered_at(s, emax, holes, q.astype(np.float32)) is None
