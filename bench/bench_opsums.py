@@ -8,9 +8,9 @@ times each stage that has a C loop, with the loops (the default) and with
 median in ms, and whether the two results are equal. Stages: the launch lookup
 (``Trace.launches``), the names' categorical codes (``loader._unique_inverse``), the class
 and pattern counts (``metrics._class_counts``), first start and last end per step
-(``metrics.group_first_last``), the anchors' head operations (``gaps.anchor_extents``) and the
-union coverage's prefix
-(``coverage._coverage_of``); with several devices, the regrouping of their rows
+(``metrics.group_first_last``), the anchors' head operations (``gaps.anchor_extents``), the
+union coverage's prefix (``coverage._coverage_of``) and its queries at the steps' bounds (a
+float time each, as the window and gap metrics query it); with several devices, the regrouping of their rows
 (``loader.by_device``). One core, in this process: the stages as the analysis runs them,
 without the read, the other stages or the threads beside them.
 """
@@ -92,6 +92,10 @@ def main(argv: list[str] | None = None) -> int:
         "anchor heads (anchor_extents)": lambda: gaps.anchor_extents(st, trace.launches),
         "union coverage (_coverage_of)": lambda: coverage._coverage_of(*times),
     }
+    covered = coverage._coverage_of(*times)
+    steps = st.all_steps
+    bounds = np.r_[steps["start_ns"].to_numpy(), steps["end_ns"].to_numpy()] + 0.5
+    stages["coverage queries (covered_at)"] = lambda: covered(bounds.astype(np.float64))
     device = trace.ops["device_id"].to_numpy()
     if len(np.unique(device)) > 1:  # (the ranks' rows in time order again, as read)
         order = np.argsort(trace.ops["start_ns"].to_numpy(), kind="stable")

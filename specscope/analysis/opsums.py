@@ -3,9 +3,10 @@
 The window, count and gap metrics reduce the operations by step or anchor instance: first
 start and last end per step (:func:`.metrics.group_first_last`), ops per step and class
 (:func:`.metrics._class_counts`), the head operation of each anchor instance
-(:func:`.gaps.anchor_extents`), the union coverage's prefix (:mod:`.coverage`). Before them,
-the operations frame needs each operation's launch call (:meth:`.loader.Trace.launches`), its
-names' categorical codes (:func:`.loader._unique_inverse`) and each device's rows together
+(:func:`.gaps.anchor_extents`), the union coverage's prefix and its queries
+(:mod:`.coverage`). Before them, the operations frame needs each operation's launch call
+(:meth:`.loader.Trace.launches`), its names' categorical codes
+(:func:`.loader._unique_inverse`) and each device's rows together
 (:func:`.loader.by_device`). In numpy each is a dozen passes over the operations, with a
 temporary per operation each and ``ufunc.at`` (slow scattered updates); the C loops make one
 pass (2 M GPU ops: ``bench/bench_opsums.py`` times each against its reference).
