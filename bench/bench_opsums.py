@@ -11,8 +11,8 @@ and pattern counts (``metrics._class_counts``), first start and last end per ste
 (``metrics.group_first_last``), the anchors' head operations (``gaps.anchor_extents``), the
 union coverage's prefix (``coverage._coverage_of``) and its queries at the steps' bounds (a
 float time each, as the window and gap metrics query it); with several devices, the
-regrouping of their rows (``loader.by_device``). One core, in this process: the stages as the analysis runs them,
-without the read, the other stages or the threads beside them.
+regrouping of their rows (``loader.by_device``). One core, in this process: the stages as
+the analysis runs them, without the read, the other stages or the threads beside them.
 """
 
 from __future__ import annotations
