@@ -118,7 +118,7 @@ Python's are (700, 10, 10). Importing pandas and numpy makes ~10^5 objects that 
 the process, and at Python's thresholds the collector walks them again and again while they are
 made: 0.05-0.08 s of a 0.3 s ``import pandas``, 3-4 % of the CPU samples (``perf``) of an
 analysis of 2 M GPU operations. The arrays of an analysis are freed by their reference counts,
-not by the collector: the peak RSS of 20 M GPU operations is the same (987 MiB, and the same
+not by the collector: the peak RSS of 20 M GPU operations is the same (964 MiB, and the same
 output; ``python -c`` running ``main`` after ``gc.set_threshold``, 2026-12-02). Cycles are
 still collected, after 50 000 allocations instead of 700."""
 
