@@ -85,17 +85,18 @@ def op_anchors(steps: Steps, lo: int = 0, hi: int | None = None) -> np.ndarray:
     """The anchor (row of ``steps.anchors``; -1: none) of the operations ``lo..hi`` of
     ``steps.ops``: a chunk at a time where they are held relative to their step's (class
     doc), the full column being 4 bytes per operation."""
-    ops = steps.ops
-    if steps.anchor_base is None:
-        return ops["anchor"].to_numpy()[lo:hi]
-    return _absolute(ops["anchor_rel"].to_numpy()[lo:hi], ops["step"].to_numpy()[lo:hi], steps)
+    return _anchors(steps, steps.ops, slice(lo, hi))
 
 
 def frame_anchors(steps: Steps, frame: pd.DataFrame) -> np.ndarray:
     """:func:`op_anchors` of ``frame``, some rows of ``steps.ops`` (with their columns)."""
+    return _anchors(steps, frame, slice(None))
+
+
+def _anchors(steps: Steps, frame: pd.DataFrame, rows: slice) -> np.ndarray:
     if steps.anchor_base is None:
-        return frame["anchor"].to_numpy()
-    return _absolute(frame["anchor_rel"].to_numpy(), frame["step"].to_numpy(), steps)
+        return frame["anchor"].to_numpy()[rows]
+    return _absolute(frame["anchor_rel"].to_numpy()[rows], frame["step"].to_numpy()[rows], steps)
 
 
 def with_anchors(steps: Steps, frame: pd.DataFrame) -> pd.DataFrame:
