@@ -46,6 +46,7 @@ import numpy as np
 from specscope.analysis import forkread, opsscan, progress
 from specscope.analysis.memory import narrow_ids, narrow_ints, one_value_view
 from specscope.analysis.sqlread import (
+    NARROW16,
     NARROW32,
     SPLIT16,
     SPLIT32_UNIFORM,
@@ -150,9 +151,10 @@ def runtime_sql(have: set[str]) -> str:
     return adapt(_RUNTIME_SQL, have)
 
 
-_RUNTIME_DTYPES = ("i8", "i8", UNIFORM64, NARROW32, NARROW32)
+_RUNTIME_DTYPES = ("i8", "i8", UNIFORM64, NARROW32, NARROW16)
 """Of the page scans of the CUDA API calls: start, end, globalTid (one thread's calls: one
-value), correlation id and name id (int32 where they fit, as :mod:`.memory` narrows them)."""
+value), correlation id and name id (int32 and int16 where they fit, as :mod:`.memory`
+narrows them)."""
 
 
 def read_runtime(

@@ -260,9 +260,16 @@ SPLIT32_UNIFORM16 = "split32-uniform16"
 """Like :data:`SPLIT32_UNIFORM`, its low half int16 in a large read where every value fits
 (stream ids; an operation's flags without exec ids); else the read again as
 :data:`SPLIT32_UNIFORM`."""
-_MARKERS = (SPLIT32, SPLIT32_UNIFORM, NARROW32, UNIFORM64, SPLIT16, SPLIT32_UNIFORM16)
+NARROW16 = "narrow16"
+"""Like :data:`NARROW32`, int16 in a large read where every value fits, else int64 (a value
+that does not: the read again): :func:`.memory.narrow_ids`' rule for the StringIds ids naming
+the CUDA API calls, without an int32 array of every call first. That array stayed in the read
+ahead's memfd until the read was handed back: the child reading the 40 M calls of an eager
+export of 20 M GPU ops peaked at 1820 MiB with it, 1669 MiB without (2026-12-02)."""
+_MARKERS = (SPLIT32, SPLIT32_UNIFORM, NARROW32, UNIFORM64, SPLIT16, SPLIT32_UNIFORM16, NARROW16)
 _SPLITS = (SPLIT32, SPLIT32_UNIFORM, SPLIT16, SPLIT32_UNIFORM16)  # (two arrays each)
-_NARROWED = (NARROW32, SPLIT16, SPLIT32_UNIFORM16)  # (read again wider where a value does not fit)
+# (read again wider where a value does not fit)
+_NARROWED = (NARROW32, SPLIT16, SPLIT32_UNIFORM16, NARROW16)
 
 
 def _dtypes(ncols: int, dtypes: Sequence | None) -> list:
@@ -272,7 +279,8 @@ def _dtypes(ncols: int, dtypes: Sequence | None) -> list:
 
 
 class _TooWide(Exception):
-    """A value of a :data:`NARROW32` column that int32 cannot hold (``column``: its index)."""
+    """A value of a :data:`NARROW32` (:data:`NARROW16`) column that int32 (int16) cannot
+    hold (``column``: its index)."""
 
     def __init__(self, column: int):
         super().__init__(column)
@@ -281,8 +289,8 @@ class _TooWide(Exception):
 
 def _check_fits(target, column, i: int) -> None:
     """Raise :class:`_TooWide` when ``column`` (a batch of column ``i``) does not fit the int32
-    array ``target`` of a :data:`NARROW32` column, or the int16 half of a :data:`SPLIT16` or
-    :data:`SPLIT32_UNIFORM16` pair."""
+    array ``target`` of a :data:`NARROW32` column, the int16 one of a :data:`NARROW16` column,
+    or the int16 half of a :data:`SPLIT16` or :data:`SPLIT32_UNIFORM16` pair."""
     if not (np.ndim(column) and len(column)):
         return
     if isinstance(target, tuple):
@@ -291,8 +299,8 @@ def _check_fits(target, column, i: int) -> None:
             for values, check in zip(_halves(column), narrow, strict=True):
                 if check:
                     _fits(values, np.int16, i)
-    elif isinstance(target, np.ndarray) and target.dtype == np.int32:
-        _fits(column, np.int32, i)
+    elif isinstance(target, np.ndarray) and target.dtype in (np.int32, np.int16):
+        _fits(column, target.dtype, i)
 
 
 def _fits(values: np.ndarray, dtype, i: int) -> None:
@@ -488,7 +496,8 @@ def int_columns_many(
 ) -> list[np.ndarray]:
     """Like :func:`int_columns` for the rows of several queries, concatenated in query order;
     a column of dtype :data:`SPLIT32` or :data:`SPLIT32_UNIFORM` comes back as two arrays
-    (high and low halves), one of :data:`NARROW32` as int32 or int64.
+    (high and low halves), one of :data:`NARROW32` as int32 or int64 (:data:`NARROW16`: int16
+    or int64).
 
     ``queries``: (sql, upper bound of its row count) pairs, e.g. from :func:`rowid_ranges`, or
     (page-scan part, bound) pairs (:class:`.opsscan.ScanQuery`: read without a connection; where
@@ -499,8 +508,9 @@ def int_columns_many(
     ``connect()`` returns a new ADBC connection (or None: the sqlite3 module, one query at a
     time); with ADBC, up to ``threads`` queries run at once, each on its own connection.
     ``on_done(done, total)`` is called as each query finishes (for progress). A
-    :data:`NARROW32` column with a value int32 cannot hold is read again as int64 (the whole
-    read once more: such columns are chosen where that does not happen).
+    :data:`NARROW32` column with a value int32 cannot hold (a :data:`NARROW16` one, int16) is
+    read again as int64 (the whole read once more: such columns are chosen where that does not
+    happen).
     """
     from specscope.analysis.pagescan import Unsupported
 
@@ -529,7 +539,8 @@ def allocate_with(empty) -> None:
 
 
 def _read_many(con, connect, queries, ncols: int, dts: list, wide: set, threads: int, on_done):
-    """:func:`int_columns_many`, :data:`NARROW32` columns ``wide`` as int64."""
+    """:func:`int_columns_many`, :data:`NARROW32` and :data:`NARROW16` columns ``wide`` as
+    int64."""
     finished = itertools.count(1)  # next() is atomic in CPython: safe across the threads
     offsets = np.r_[0, np.cumsum([b for _, b in queries], dtype=np.int64)]
     total = int(offsets[-1])
@@ -537,8 +548,9 @@ def _read_many(con, connect, queries, ncols: int, dts: list, wide: set, threads:
 
     def allocate(i: int, d):
         empty = _ALLOCATE
-        if d == NARROW32:
-            return empty(total, np.int32 if large and i not in wide else np.int64)
+        if d in (NARROW32, NARROW16):
+            narrow = np.int32 if d == NARROW32 else np.int16
+            return empty(total, narrow if large and i not in wide else np.int64)
         if d == UNIFORM64:
             return _Uniform(total, np.int64) if large else empty(total, np.int64)
         half = np.int16 if large and i not in wide else np.int32  # (SPLIT16's halves)
@@ -605,7 +617,7 @@ def _read_many(con, connect, queries, ncols: int, dts: list, wide: set, threads:
     if large and sum(counts) < memory.ONE_VALUE_MIN_ROWS:  # holes left a small read
         flat = [
             a.astype(np.int64)
-            if d == NARROW32
+            if d in (NARROW32, NARROW16)
             else a.astype(np.int32)
             if a.dtype == np.int16
             else np.ascontiguousarray(a)  # (views: arrays)

@@ -104,6 +104,34 @@ def test_narrow32_columns_are_int32_in_a_large_read_where_every_value_fits(
 
 
 @pytest.mark.parametrize("reader", ["adbc", "sqlite3"])
+@pytest.mark.parametrize("large", [True, False])
+def test_narrow16_columns_are_int16_in_a_large_read_where_every_value_fits(
+    reader: str, large: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The name ids of the CUDA API calls: int16 where every value fits (a large read), else
+    the read again with them int64, as a small read gives them; the values the same."""
+    from specscope.analysis import memory, sqlread
+
+    rows = [(1, -1), (2, -(2**15)), (3, 2**15 - 1), (4, 2**15)]  # the last fits int32 only
+    con, path = _two_column_table(reader, tmp_path, monkeypatch, ("a", "b"), rows)
+    monkeypatch.setattr(memory, "ONE_VALUE_MIN_ROWS", 0 if large else 1 << 20)
+    connect = lambda: sqlread.columnar_connection(path)  # noqa: E731
+    ranges = sqlread.rowid_ranges(con, "t", 2)
+    dtypes = (sqlread.NARROW32, sqlread.NARROW16)
+
+    def read(last: int) -> list[np.ndarray]:
+        queries = [(f"SELECT a, b FROM t{where} AND a <= {last}", n) for where, n in ranges]
+        return sqlread.int_columns_many(con, connect, queries, 2, dtypes, threads=2)
+
+    fits = read(3)
+    assert [c.tolist() for c in fits] == [[1, 2, 3], [-1, -(2**15), 2**15 - 1]]
+    assert [c.dtype for c in fits] == [np.int32, np.int16] if large else [np.int64] * 2
+    wide = read(4)  # read again, b as int64
+    assert wide[1].tolist() == [-1, -(2**15), 2**15 - 1, 2**15] and wide[1].dtype == np.int64
+    assert memory.narrow_ids(wide[1]).tolist() == wide[1].tolist()
+
+
+@pytest.mark.parametrize("reader", ["adbc", "sqlite3"])
 @pytest.mark.parametrize("large", [False, True])
 @pytest.mark.parametrize("uniform", [False, True])
 def test_split16_halves_are_int16_in_a_large_read_where_every_value_fits(
