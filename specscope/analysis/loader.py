@@ -83,6 +83,7 @@ from specscope.analysis.opsums import DeviceScatter
 from specscope.analysis.parallel import beside
 from specscope.analysis.sqlread import (
     SQLITE_MAGIC,
+    call_ends,
     columnar_connection,
     int_columns,
     int_columns_many,
@@ -244,6 +245,7 @@ class Trace:
         step = rows or max(n, 1)
         for lo in range(0, max(n, 1), step):
             piece = [c[lo : lo + step] for c in self._runtime]
+            piece[1] = call_ends(piece[0], piece[1])  # (durations read: the ends)
             if thread is not None:  # (first: the names of the thread's calls only)
                 mine = (piece[2] & _THREAD_BITS) == (thread[0] << 24 | thread[1])
                 if not mine.all():  # (one thread's calls, the usual export: no copy)
@@ -468,12 +470,16 @@ class Trace:
     @cached_property
     def _runtime(self) -> list[np.ndarray]:
         """start, end, globalTid, correlationId, nameId of every CUDA API call (one scan; read
-        ahead by :func:`.opsread.prefetch` where it was)."""
+        ahead by :func:`.opsread.prefetch` where it was). The ends may be each call's duration
+        (uint32: :data:`.sqlread.DURATION32`): :func:`.sqlread.call_ends` gives them as ends,
+        as :meth:`api_pieces` does."""
         read = opsread.take(self.sqlite_file or self.path, "runtime")
         if read is None:
             sql = runtime_sql(self.columns(RUNTIME))
             file = self.sqlite_file or self.path
             read = self._read(lambda: read_runtime(self.con, self._columnar, sql, file))
+        if read[1].dtype == np.uint32:  # durations: the same on any clock
+            return [*self._session_times(read[0]), *read[1:]]
         return [*self._session_times(read[0], read[1]), *read[2:]]
 
     @cached_property
@@ -672,7 +678,7 @@ class Trace:
         else:
             row = _call_rows(_call_pids(a_gtid), a_corr, in_order)(pid, corr)
         hit = row >= 0
-        start[hit], end[hit] = a_start[row[hit]], a_end[row[hit]]
+        start[hit], end[hit] = a_start[row[hit]], call_ends(a_start, a_end, row[hit])
         tid[hit] = a_gtid[row[hit]] & _PID_MASK
         return start, end, tid
 

@@ -46,6 +46,7 @@ import numpy as np
 from specscope.analysis import forkread, opsscan, progress
 from specscope.analysis.memory import narrow_ids, narrow_ints, one_value_view
 from specscope.analysis.sqlread import (
+    DURATION32,
     NARROW16,
     NARROW32,
     SPLIT16,
@@ -54,6 +55,7 @@ from specscope.analysis.sqlread import (
     SQLITE_MAGIC,
     UNIFORM64,
     allocate_with,
+    as_durations,
     columnar_connection,
     int_columns,
     int_columns_many,
@@ -151,17 +153,18 @@ def runtime_sql(have: set[str]) -> str:
     return adapt(_RUNTIME_SQL, have)
 
 
-_RUNTIME_DTYPES = ("i8", "i8", UNIFORM64, NARROW32, NARROW16)
-"""Of the page scans of the CUDA API calls: start, end, globalTid (one thread's calls: one
-value), correlation id and name id (int32 and int16 where they fit, as :mod:`.memory`
-narrows them)."""
+_RUNTIME_DTYPES = ("i8", DURATION32, UNIFORM64, NARROW32, NARROW16)
+"""Of the page scans of the CUDA API calls: start, end (each call's duration, uint32, where
+they fit: :data:`.sqlread.DURATION32`), globalTid (one thread's calls: one value), correlation
+id and name id (int32 and int16 where they fit, as :mod:`.memory` narrows them)."""
 
 
 def read_runtime(
     con: sqlite3.Connection, columnar, sql: str, path: Path | None = None
 ) -> list[np.ndarray]:
     """start, end, globalTid, correlationId, nameId of every CUDA API call (one scan; int64,
-    narrower on large exports: :mod:`.memory`), read by ``sql`` (:func:`runtime_sql`), or
+    narrower on large exports: :mod:`.memory`; the ends as durations where a page scan reads
+    them so, :data:`.sqlread.DURATION32`), read by ``sql`` (:func:`runtime_sql`), or
     with ``path`` (the export's file) by a page scan where its pages are decoded
     (:func:`.opsscan.runtime_parts`)."""
     cols, threads = None, read_threads()
@@ -177,6 +180,7 @@ def read_runtime(
                 own.close()
     if cols is None:
         cols = int_columns(con, columnar, sql, 5)
+        cols[1] = as_durations(cols[0], cols[1])  # (as the page scans read them)
     cols[2] = one_value_view(cols[2])  # one launching thread: one element
     cols[3], cols[4] = narrow_ints(cols[3]), narrow_ids(cols[4])  # correlation id, name id
     progress.report("CUDA API calls", 1, 1)

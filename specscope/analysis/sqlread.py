@@ -266,10 +266,19 @@ that does not: the read again): :func:`.memory.narrow_ids`' rule for the StringI
 the CUDA API calls, without an int32 array of every call first. That array stayed in the read
 ahead's memfd until the read was handed back: the child reading the 40 M calls of an eager
 export of 20 M GPU ops peaked at 1820 MiB with it, 1669 MiB without (2026-12-02)."""
-_MARKERS = (SPLIT32, SPLIT32_UNIFORM, NARROW32, UNIFORM64, SPLIT16, SPLIT32_UNIFORM16, NARROW16)
+DURATION32 = "duration32"
+"""A dtype for :func:`int_columns_many`: an end time, given back as each row's duration (this
+column less the first, which must be an int64 start) as uint32 in a large read where every
+duration lies in 0..2**32-1 ns (4.29 s), else as the end times (int64: the read again where
+one does not). The CUDA API calls' ends: 4 bytes a call less (40 M calls of an eager export:
+151 MiB in the reading process and in the analysis). ``start + duration`` (int64) is the end,
+bit for bit (a NULL end of a NULL start included); :func:`call_ends` gives it."""
+_MARKERS = (
+    SPLIT32, SPLIT32_UNIFORM, NARROW32, UNIFORM64, SPLIT16, SPLIT32_UNIFORM16, NARROW16, DURATION32
+)  # fmt: skip
 _SPLITS = (SPLIT32, SPLIT32_UNIFORM, SPLIT16, SPLIT32_UNIFORM16)  # (two arrays each)
 # (read again wider where a value does not fit)
-_NARROWED = (NARROW32, SPLIT16, SPLIT32_UNIFORM16, NARROW16)
+_NARROWED = (NARROW32, SPLIT16, SPLIT32_UNIFORM16, NARROW16, DURATION32)
 
 
 def _dtypes(ncols: int, dtypes: Sequence | None) -> list:
@@ -375,6 +384,62 @@ class _UniformRows:
 
     def __setitem__(self, rows: slice, values) -> None:
         self.column.put(self.offset + rows.start, self.offset + rows.stop, values)
+
+
+class _Durations:
+    """A :data:`DURATION32` column of a read: ``values`` (uint32), each row's end less its start,
+    the start read into ``start`` (the read's first column, written before this one in every
+    batch); column ``index`` of the read. Slicing gives :class:`_DurationRows`, which the batch
+    readers write the end times into like an array slice."""
+
+    def __init__(self, values: np.ndarray, start: np.ndarray, index: int):
+        self.values, self.start, self.index = values, start, index
+
+    def __getitem__(self, rows: slice) -> _DurationRows:
+        return _DurationRows(self.values[rows], self.start[rows], self.index)
+
+
+class _DurationRows:
+    """Rows of a :class:`_Durations`: ``rows[a:b] = ends`` writes ``ends - start`` there, or
+    raises :class:`_TooWide` where one of them is not a duration uint32 holds."""
+
+    def __init__(self, values: np.ndarray, start: np.ndarray, index: int):
+        self.values, self.start, self.index = values, start, index
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def __setitem__(self, rows: slice, ends) -> None:
+        took = np.subtract(ends, self.start[rows], dtype=np.int64)  # (wraps as the sum will)
+        if took.size and (took.min() < 0 or took.max() > np.iinfo(np.uint32).max):
+            raise _TooWide(self.index)
+        self.values[rows] = took
+
+
+def call_ends(start: np.ndarray, ends: np.ndarray, rows=slice(None)) -> np.ndarray:
+    """The end times (int64) of rows ``rows`` of a read's ``start`` and :data:`DURATION32`
+    column ``ends``: the durations added to the starts where they are durations (uint32),
+    else the ends as they are."""
+    if ends.dtype != np.uint32:
+        return ends[rows]
+    return start[rows] + ends[rows]  # (int64 + uint32: int64)
+
+
+def as_durations(start: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """``ends`` (int64) as a :data:`DURATION32` read gives them: each row's duration (uint32)
+    in a large read where every one fits, else as they are. For a read by SQL, whole columns
+    (a chunk at a time: no int64 temporary of every row's)."""
+    if len(ends) < memory.ONE_VALUE_MIN_ROWS or ends.dtype != np.int64:
+        return ends
+    out = np.empty(len(ends), dtype=np.uint32)
+    rows = _DurationRows(out, start, 1)
+    for lo in range(0, len(ends), memory.CHUNK_ROWS):
+        part = slice(lo, lo + memory.CHUNK_ROWS)
+        try:
+            rows[part] = ends[part]
+        except _TooWide:
+            return ends
+    return out
 
 
 def _put(target, n: int, m: int, column) -> None:
@@ -497,7 +562,7 @@ def int_columns_many(
     """Like :func:`int_columns` for the rows of several queries, concatenated in query order;
     a column of dtype :data:`SPLIT32` or :data:`SPLIT32_UNIFORM` comes back as two arrays
     (high and low halves), one of :data:`NARROW32` as int32 or int64 (:data:`NARROW16`: int16
-    or int64).
+    or int64), one of :data:`DURATION32` as uint32 durations or int64 ends.
 
     ``queries``: (sql, upper bound of its row count) pairs, e.g. from :func:`rowid_ranges`, or
     (page-scan part, bound) pairs (:class:`.opsscan.ScanQuery`: read without a connection; where
@@ -551,6 +616,10 @@ def _read_many(con, connect, queries, ncols: int, dts: list, wide: set, threads:
         if d in (NARROW32, NARROW16):
             narrow = np.int32 if d == NARROW32 else np.int16
             return empty(total, narrow if large and i not in wide else np.int64)
+        if d == DURATION32:
+            if not large or i in wide or dts[0] != np.dtype(np.int64):
+                return empty(total, np.int64)
+            return _Durations(empty(total, np.uint32), out[0], i)
         if d == UNIFORM64:
             return _Uniform(total, np.int64) if large else empty(total, np.int64)
         half = np.int16 if large and i not in wide else np.int32  # (SPLIT16's halves)
@@ -562,7 +631,9 @@ def _read_many(con, connect, queries, ncols: int, dts: list, wide: set, threads:
             return empty(total, width), empty(total, width)
         return empty(total, d)
 
-    out = [allocate(i, d) for i, d in enumerate(dts)]
+    out: list = []
+    for i, d in enumerate(dts):  # (in order: a DURATION32 column refers to the first)
+        out.append(allocate(i, d))
     sql = any(isinstance(q, str) for q, _ in queries)  # (page scans need no connection)
     first = connect() if sql else None
 
@@ -612,12 +683,15 @@ def _read_many(con, connect, queries, ncols: int, dts: list, wide: set, threads:
         keep = np.concatenate(
             [np.arange(offsets[i], offsets[i] + n, dtype=np.int64) for i, n in enumerate(counts)]
         )
+    flat = [a.values if isinstance(a, _Durations) else a for a in flat]
     flat = [a.result(keep) if isinstance(a, _Uniform) else a if keep is None else a[keep]
             for a in flat]  # fmt: skip
     if large and sum(counts) < memory.ONE_VALUE_MIN_ROWS:  # holes left a small read
         flat = [
             a.astype(np.int64)
             if d in (NARROW32, NARROW16)
+            else call_ends(flat[0], a)
+            if d == DURATION32
             else a.astype(np.int32)
             if a.dtype == np.int16
             else np.ascontiguousarray(a)  # (views: arrays)

@@ -31,8 +31,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from specscope.analysis.memory import few_distinct, increasing
-from specscope.analysis.sqlread import NULL_INT
+from specscope.analysis.memory import CHUNK_ROWS, few_distinct, increasing
+from specscope.analysis.sqlread import NULL_INT, call_ends
 
 CAPTURE_SLACK_NS = 1_000_000_000
 """How far outside ``[0, duration]`` of the capture a time may lie (clock skew between CPU and
@@ -104,7 +104,7 @@ def clean(trace) -> list[str]:
     d["strings"] = readable_strings(trace.strings)
     if trace.has("CUPTI_ACTIVITY_KIND_RUNTIME"):
         runtime = trace._runtime
-        keep = _keep(runtime[0], runtime[1], bounds, "CUDA API call", notes)
+        keep = _keep(runtime[0], _call_ends(runtime, bounds), bounds, "CUDA API call", notes)
         if keep is not None:
             d["_runtime"] = [c[keep] for c in runtime]
         notes += duplicate_note(trace)
@@ -121,6 +121,23 @@ def clean(trace) -> list[str]:
     if keep is not None:
         d["_nvtx_all"] = (nvtx[keep].reset_index(drop=True), unclosed)
     return notes
+
+
+def _call_ends(runtime: list[np.ndarray], bounds: tuple[int, int]) -> np.ndarray:
+    """The ends of the CUDA API calls ``runtime`` (:attr:`.loader.Trace._runtime`) for
+    :func:`bad_times`: where they are durations (:data:`.sqlread.DURATION32`: never below
+    their start), the latest end when every call starts inside ``bounds`` (a pass a chunk at
+    a time: the usual case needs no more, and no array of every end), else every end."""
+    start, ends = runtime[0], runtime[1]
+    if ends.dtype != np.uint32:
+        return ends
+    latest = np.iinfo(np.int64).min
+    for lo in range(0, len(start), CHUNK_ROWS):
+        part = call_ends(start, ends, slice(lo, lo + CHUNK_ROWS))
+        latest = max(latest, int(part.max()))
+    if len(start) and start.min() >= bounds[0] and latest <= bounds[1]:
+        return np.broadcast_to(np.int64(latest), start.shape)  # (passes as every end would)
+    return call_ends(start, ends)
 
 
 def validated(trace) -> list[str]:

@@ -84,6 +84,40 @@ def test_api_name_ids_narrowed_to_what_holds_them(monkeypatch) -> None:
         assert narrowed.dtype == dtype and narrowed.tolist() == values
 
 
+@pytest.mark.parametrize(
+    "path", [AFTER, DATA / "real" / "two_procs_normalized.sqlite"], ids=lambda p: p.stem
+)
+def test_api_call_ends_read_as_durations_give_the_same_calls(path, monkeypatch) -> None:
+    """A large read holds each CUDA API call's duration (uint32), not its end: the calls'
+    frame, a thread's last end and the launch calls' ends are the same as from the ends (an
+    export of moved times included: durations are not moved), and so is the validation."""
+    from specscope.analysis.validate import _call_ends, clean
+
+    monkeypatch.setattr(memory, "ONE_VALUE_MIN_ROWS", 0)
+    lean = load(path)
+    lean.ops, lean._runtime  # noqa: B018 (read now: the loader's reads are lazy)
+    monkeypatch.setattr(memory, "ONE_VALUE_MIN_ROWS", loader.CHUNK_ROWS)
+    plain = load(path)
+    assert lean._runtime[1].dtype == np.uint32 and plain._runtime[1].dtype == np.int64
+    pd.testing.assert_frame_equal(lean.api(), plain.api(), check_dtype=False)
+    calls = plain.api()
+    gtid = plain._runtime[2]
+    pid, tid = int(gtid[0]) >> 24 & 0xFFFFFF, int(gtid[0]) & 0xFFFFFF
+    assert lean.thread_calls_end(pid, tid) == plain.thread_calls_end(pid, tid)
+    ops = plain.ops
+    args = (ops["pid"].to_numpy(), ops["correlation_id"].to_numpy())
+    for a, b in zip(lean.launch_calls(*args), plain.launch_calls(*args), strict=True):
+        assert np.array_equal(a, b, equal_nan=True)
+    assert clean(lean) == clean(plain)
+    # a call before the capture: every end worked out, the same rows dropped
+    runtime = list(lean._runtime)
+    bounds = (int(calls["start_ns"].min()) + 1, int(calls["end_ns"].max()))
+    assert np.array_equal(_call_ends(runtime, bounds), plain._runtime[1])
+    everything = (int(calls["start_ns"].min()), int(calls["end_ns"].max()))
+    latest = _call_ends(runtime, everything)
+    assert latest.strides == (0,) and int(latest[0]) == int(calls["end_ns"].max())
+
+
 def test_one_value_view_only_for_one_value(monkeypatch) -> None:
     monkeypatch.setattr(memory, "ONE_VALUE_MIN_ROWS", 0)
     same = np.full(10, 7, dtype=np.int32)

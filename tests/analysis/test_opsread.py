@@ -158,6 +158,7 @@ def test_api_calls_read_in_pieces_are_the_sql_reads(name: str, monkeypatch) -> N
         assert got.dtype == want.dtype and got.strides == want.strides
         assert np.array_equal(got, want)
     assert scanned[3].dtype == np.int32 and scanned[4].dtype == np.int16
+    assert scanned[1].dtype == np.uint32  # (each call's duration)
 
 
 def test_api_calls_a_page_scan_refuses_are_read_by_sql(monkeypatch) -> None:

@@ -132,6 +132,43 @@ def test_narrow16_columns_are_int16_in_a_large_read_where_every_value_fits(
 
 
 @pytest.mark.parametrize("reader", ["adbc", "sqlite3"])
+@pytest.mark.parametrize("large", [True, False])
+@pytest.mark.parametrize(
+    ("last", "durations"),
+    [
+        ((7, 7), True),  # 0 ns
+        ((7, 7 + 2**32 - 1), True),  # the longest uint32 holds
+        ((7, 7 + 2**32), False),  # one too long: the ends read again
+        ((7, 6), False),  # an end before its start
+        ((None, None), True),  # NULL start and end: NULL_INT and a duration of 0
+        ((5, None), False),  # a NULL end alone
+    ],
+)
+def test_duration32_columns_are_uint32_durations_where_every_one_fits(
+    reader: str, large: bool, last, durations: bool, tmp_path: Path, monkeypatch
+) -> None:
+    """The CUDA API calls' ends: each call's duration (end less start, uint32) in a large
+    read where every one fits, else the ends (int64) as a small read gives them; the ends
+    (:func:`.sqlread.call_ends`) the same, bit for bit, either way."""
+    from specscope.analysis import memory, sqlread
+
+    rows = [(10, 25), (-(2**40), -(2**40) + 3), (2**62, 2**62 + 1000), last]
+    con, path = _two_column_table(reader, tmp_path, monkeypatch, ("s", "e"), rows)
+    monkeypatch.setattr(memory, "ONE_VALUE_MIN_ROWS", 0 if large else 1 << 20)
+    queries = [("SELECT s, e FROM t WHERE rowid <= 2", 2)]
+    queries += [("SELECT s, e FROM t WHERE rowid > 2", 5)]  # (a bound with room: holes)
+    connect = lambda: sqlread.columnar_connection(path)  # noqa: E731
+    dtypes = ("i8", sqlread.DURATION32)
+    start, ends = sqlread.int_columns_many(con, connect, queries, 2, dtypes, threads=2)
+    null = sqlread.NULL_INT
+    want = [(null if s is None else s, null if e is None else e) for s, e in rows]
+    assert start.tolist() == [s for s, _ in want]
+    assert sqlread.call_ends(start, ends).tolist() == [e for _, e in want]
+    assert ends.dtype == (np.uint32 if large and durations else np.int64)
+    assert sqlread.call_ends(start, ends, np.array([3, 0])).tolist() == [want[3][1], want[0][1]]
+
+
+@pytest.mark.parametrize("reader", ["adbc", "sqlite3"])
 @pytest.mark.parametrize("large", [False, True])
 @pytest.mark.parametrize("uniform", [False, True])
 def test_split16_halves_are_int16_in_a_large_read_where_every_value_fits(
@@ -291,3 +328,21 @@ def test_a_pandas_that_needs_pyarrow_keeps_the_usual_reader(tmp_path: Path) -> N
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     assert run.returncode == 0, run.stderr
     assert run.stdout.split() == ["False", "True", "True"]
+
+
+def test_ends_read_by_sql_become_durations_where_every_one_fits(monkeypatch) -> None:
+    """:func:`.sqlread.as_durations`: a SQL read's ends as a page scan gives them, chunk by
+    chunk; the ends as they are where one duration does not fit, or the read is small."""
+    from specscope.analysis import memory, sqlread
+
+    monkeypatch.setattr(memory, "CHUNK_ROWS", 3)
+    start = np.arange(10, dtype=np.int64) * 1000
+    ends = start + np.arange(10, dtype=np.int64)
+    monkeypatch.setattr(memory, "ONE_VALUE_MIN_ROWS", 0)
+    took = sqlread.as_durations(start, ends)
+    assert took.dtype == np.uint32 and np.array_equal(sqlread.call_ends(start, took), ends)
+    late = ends.copy()
+    late[8] = start[8] + 2**32  # (in the last chunk but one)
+    assert sqlread.as_durations(start, late) is late
+    monkeypatch.setattr(memory, "ONE_VALUE_MIN_ROWS", 11)
+    assert sqlread.as_durations(start, ends) is ends
