@@ -269,16 +269,17 @@ export of 20 M GPU ops peaked at 1820 MiB with it, 1669 MiB without (2026-12-02)
 DURATION32 = "duration32"
 """A dtype for :func:`int_columns_many`: an end time, given back as each row's duration (this
 column less the first, which must be an int64 start) as uint32 in a large read where every
-duration lies in 0..2**32-1 ns (4.29 s), else as the end times (int64: the read again where
-one does not). The CUDA API calls' ends: 4 bytes a call less (40 M calls of an eager export:
-151 MiB in the reading process and in the analysis). ``start + duration`` (int64) is the end,
-bit for bit (a NULL end of a NULL start included); :func:`call_ends` gives it."""
+duration lies in 0..2**32-1 ns (4.29 s), else as the end times (int64: :class:`_Durations`
+turns into them at the first that does not, without a second read). The CUDA API calls'
+ends: 4 bytes a call less (40 M calls of an eager export: 151 MiB in the reading process and
+in the analysis). ``start + duration`` (int64) is the end, bit for bit (a NULL end of a NULL
+start included); :func:`call_ends` gives it."""
 _MARKERS = (
     SPLIT32, SPLIT32_UNIFORM, NARROW32, UNIFORM64, SPLIT16, SPLIT32_UNIFORM16, NARROW16, DURATION32
 )  # fmt: skip
 _SPLITS = (SPLIT32, SPLIT32_UNIFORM, SPLIT16, SPLIT32_UNIFORM16)  # (two arrays each)
 # (read again wider where a value does not fit)
-_NARROWED = (NARROW32, SPLIT16, SPLIT32_UNIFORM16, NARROW16, DURATION32)
+_NARROWED = (NARROW32, SPLIT16, SPLIT32_UNIFORM16, NARROW16)
 
 
 def _dtypes(ncols: int, dtypes: Sequence | None) -> list:
@@ -387,33 +388,57 @@ class _UniformRows:
 
 
 class _Durations:
-    """A :data:`DURATION32` column of a read: ``values`` (uint32), each row's end less its start,
-    the start read into ``start`` (the read's first column, written before this one in every
-    batch); column ``index`` of the read. Slicing gives :class:`_DurationRows`, which the batch
-    readers write the end times into like an array slice."""
+    """A :data:`DURATION32` column of ``n`` rows written batch by batch from several threads:
+    each row's end less its start (uint32), the start read into ``start`` (the read's first
+    column, which every batch writes before this one). The first batch with a duration that
+    uint32 does not hold (an end before its start, a call longer than 4.29 s) turns the column
+    into the ends (int64): the rows written so far as durations are written again as ends, and
+    every later batch writes its ends (as :class:`_Uniform` turns into an array: no second
+    read). Slicing gives :class:`_DurationRows`, which the batch readers write the end times
+    into like an array slice."""
 
-    def __init__(self, values: np.ndarray, start: np.ndarray, index: int):
-        self.values, self.start, self.index = values, start, index
+    def __init__(self, n: int, start: np.ndarray):
+        self.values = _ALLOCATE(n, np.uint32)
+        self.start, self.ends = start, None
+        self._lock = threading.Lock()
 
     def __getitem__(self, rows: slice) -> _DurationRows:
-        return _DurationRows(self.values[rows], self.start[rows], self.index)
+        lo, hi, _ = rows.indices(len(self.values))
+        return _DurationRows(self, lo, hi)
+
+    def put(self, lo: int, hi: int, ends) -> None:
+        """Write the end times ``ends`` (an array or a scalar) of rows lo..hi."""
+        took = np.subtract(ends, self.start[lo:hi], dtype=np.int64)  # (wraps as the sum will)
+        fits = not took.size or (took.min() >= 0 and took.max() <= np.iinfo(np.uint32).max)
+        with self._lock:  # (a batch's check and write against the switch to ends)
+            if self.ends is None and not fits:
+                self.ends = _ALLOCATE(len(self.values), np.int64)
+                for a in range(0, len(self.values), memory.CHUNK_ROWS):  # (rows not yet
+                    part = slice(a, a + memory.CHUNK_ROWS)  # written: written again later)
+                    np.add(self.start[part], self.values[part], out=self.ends[part])
+            if self.ends is None:
+                self.values[lo:hi] = took
+            else:
+                self.ends[lo:hi] = ends
+
+    def result(self, rows: np.ndarray | None = None) -> np.ndarray:
+        """The durations, or the ends where the column turned into them (``rows``: only
+        these rows)."""
+        column = self.values if self.ends is None else self.ends
+        return column if rows is None else column[rows]
 
 
 class _DurationRows:
-    """Rows of a :class:`_Durations`: ``rows[a:b] = ends`` writes ``ends - start`` there, or
-    raises :class:`_TooWide` where one of them is not a duration uint32 holds."""
+    """Rows ``offset..stop`` of a :class:`_Durations`, written through ``rows[a:b] = ends``."""
 
-    def __init__(self, values: np.ndarray, start: np.ndarray, index: int):
-        self.values, self.start, self.index = values, start, index
+    def __init__(self, column: _Durations, offset: int, stop: int):
+        self.column, self.offset, self.stop = column, offset, stop
 
     def __len__(self) -> int:
-        return len(self.values)
+        return self.stop - self.offset
 
     def __setitem__(self, rows: slice, ends) -> None:
-        took = np.subtract(ends, self.start[rows], dtype=np.int64)  # (wraps as the sum will)
-        if took.size and (took.min() < 0 or took.max() > np.iinfo(np.uint32).max):
-            raise _TooWide(self.index)
-        self.values[rows] = took
+        self.column.put(self.offset + rows.start, self.offset + rows.stop, ends)
 
 
 def call_ends(start: np.ndarray, ends: np.ndarray, rows=slice(None)) -> np.ndarray:
@@ -432,13 +457,12 @@ def as_durations(start: np.ndarray, ends: np.ndarray) -> np.ndarray:
     if len(ends) < memory.ONE_VALUE_MIN_ROWS or ends.dtype != np.int64:
         return ends
     out = np.empty(len(ends), dtype=np.uint32)
-    rows = _DurationRows(out, start, 1)
     for lo in range(0, len(ends), memory.CHUNK_ROWS):
         part = slice(lo, lo + memory.CHUNK_ROWS)
-        try:
-            rows[part] = ends[part]
-        except _TooWide:
+        took = np.subtract(ends[part], start[part], dtype=np.int64)
+        if took.min() < 0 or took.max() > np.iinfo(np.uint32).max:
             return ends
+        out[part] = took
     return out
 
 
@@ -617,9 +641,9 @@ def _read_many(con, connect, queries, ncols: int, dts: list, wide: set, threads:
             narrow = np.int32 if d == NARROW32 else np.int16
             return empty(total, narrow if large and i not in wide else np.int64)
         if d == DURATION32:
-            if not large or i in wide or dts[0] != np.dtype(np.int64):
+            if not large or dts[0] != np.dtype(np.int64):
                 return empty(total, np.int64)
-            return _Durations(empty(total, np.uint32), out[0], i)
+            return _Durations(total, out[0])
         if d == UNIFORM64:
             return _Uniform(total, np.int64) if large else empty(total, np.int64)
         half = np.int16 if large and i not in wide else np.int32  # (SPLIT16's halves)
@@ -683,9 +707,8 @@ def _read_many(con, connect, queries, ncols: int, dts: list, wide: set, threads:
         keep = np.concatenate(
             [np.arange(offsets[i], offsets[i] + n, dtype=np.int64) for i, n in enumerate(counts)]
         )
-    flat = [a.values if isinstance(a, _Durations) else a for a in flat]
-    flat = [a.result(keep) if isinstance(a, _Uniform) else a if keep is None else a[keep]
-            for a in flat]  # fmt: skip
+    flat = [a.result(keep) if isinstance(a, _Uniform | _Durations) else a if keep is None
+            else a[keep] for a in flat]  # fmt: skip
     if large and sum(counts) < memory.ONE_VALUE_MIN_ROWS:  # holes left a small read
         flat = [
             a.astype(np.int64)

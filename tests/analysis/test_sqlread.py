@@ -138,21 +138,25 @@ def test_narrow16_columns_are_int16_in_a_large_read_where_every_value_fits(
     [
         ((7, 7), True),  # 0 ns
         ((7, 7 + 2**32 - 1), True),  # the longest uint32 holds
-        ((7, 7 + 2**32), False),  # one too long: the ends read again
+        ((7, 7 + 2**32), False),  # one too long: the column turns into the ends
         ((7, 6), False),  # an end before its start
         ((None, None), True),  # NULL start and end: NULL_INT and a duration of 0
         ((5, None), False),  # a NULL end alone
     ],
 )
+@pytest.mark.parametrize("first", [False, True])
 def test_duration32_columns_are_uint32_durations_where_every_one_fits(
-    reader: str, large: bool, last, durations: bool, tmp_path: Path, monkeypatch
+    reader: str, large: bool, last, durations: bool, first: bool, tmp_path: Path, monkeypatch
 ) -> None:
     """The CUDA API calls' ends: each call's duration (end less start, uint32) in a large
-    read where every one fits, else the ends (int64) as a small read gives them; the ends
-    (:func:`.sqlread.call_ends`) the same, bit for bit, either way."""
+    read where every one fits, else the ends (int64) as a small read gives them, whether the
+    row that does not fit comes in the first batch or after durations were written (the
+    column turns into the ends, without a second read); the ends (:func:`.sqlread.call_ends`)
+    the same, bit for bit, either way."""
     from specscope.analysis import memory, sqlread
 
-    rows = [(10, 25), (-(2**40), -(2**40) + 3), (2**62, 2**62 + 1000), last]
+    rows = [(10, 25), (-(2**40), -(2**40) + 3), (2**62, 2**62 + 1000)]
+    rows = [last, *rows] if first else [*rows, last]
     con, path = _two_column_table(reader, tmp_path, monkeypatch, ("s", "e"), rows)
     monkeypatch.setattr(memory, "ONE_VALUE_MIN_ROWS", 0 if large else 1 << 20)
     queries = [("SELECT s, e FROM t WHERE rowid <= 2", 2)]
@@ -166,6 +170,10 @@ def test_duration32_columns_are_uint32_durations_where_every_one_fits(
     assert sqlread.call_ends(start, ends).tolist() == [e for _, e in want]
     assert ends.dtype == (np.uint32 if large and durations else np.int64)
     assert sqlread.call_ends(start, ends, np.array([3, 0])).tolist() == [want[3][1], want[0][1]]
+    calls, read_many = [], sqlread._read_many
+    monkeypatch.setattr(sqlread, "_read_many", lambda *a: calls.append(a) or read_many(*a))
+    sqlread.int_columns_many(con, connect, queries, 2, dtypes, threads=2)
+    assert len(calls) == 1  # (one read: no second one as int64)
 
 
 @pytest.mark.parametrize("reader", ["adbc", "sqlite3"])
