@@ -334,7 +334,7 @@ class _Uniform:
     """A column of ``n`` rows of ``dtype`` written batch by batch from several threads, held as
     one value until a batch brings another (then as an array, the value filled in where it had
     been written): :data:`SPLIT32_UNIFORM`'s high half (int32), a :data:`UNIFORM64` column.
-    Slicing gives :class:`_UniformRows`, which the batch readers write into like an array
+    Slicing gives :class:`_Rows`, which the batch readers write into like an array
     slice."""
 
     def __init__(self, n: int, dtype=np.int32):
@@ -342,9 +342,9 @@ class _Uniform:
         self.dtype = np.dtype(dtype)
         self._lock = threading.Lock()
 
-    def __getitem__(self, rows: slice) -> _UniformRows:
+    def __getitem__(self, rows: slice) -> _Rows:
         lo, hi, _ = rows.indices(self.n)
-        return _UniformRows(self, lo, hi)
+        return _Rows(self, lo, hi)
 
     def put(self, lo: int, hi: int, values) -> None:
         """Write ``values`` (an array or a scalar) to rows lo..hi."""
@@ -374,10 +374,11 @@ class _Uniform:
         return np.broadcast_to(np.array([self.value or 0], dtype=self.dtype), (n,))
 
 
-class _UniformRows:
-    """Rows ``offset..stop`` of a :class:`_Uniform`, written through ``rows[a:b] = values``."""
+class _Rows:
+    """Rows ``offset..stop`` of a column written batch by batch (a :class:`_Uniform` or a
+    :class:`_Durations`), written through ``rows[a:b] = values``: its ``put``."""
 
-    def __init__(self, column: _Uniform, offset: int, stop: int):
+    def __init__(self, column: _Uniform | _Durations, offset: int, stop: int):
         self.column, self.offset, self.stop = column, offset, stop
 
     def __len__(self) -> int:
@@ -394,17 +395,17 @@ class _Durations:
     uint32 does not hold (an end before its start, a call longer than 4.29 s) turns the column
     into the ends (int64): the rows written so far as durations are written again as ends, and
     every later batch writes its ends (as :class:`_Uniform` turns into an array: no second
-    read). Slicing gives :class:`_DurationRows`, which the batch readers write the end times
-    into like an array slice."""
+    read). Slicing gives :class:`_Rows`, which the batch readers write the end times into
+    like an array slice."""
 
     def __init__(self, n: int, start: np.ndarray):
         self.values = _ALLOCATE(n, np.uint32)
         self.start, self.ends = start, None
         self._lock = threading.Lock()
 
-    def __getitem__(self, rows: slice) -> _DurationRows:
+    def __getitem__(self, rows: slice) -> _Rows:
         lo, hi, _ = rows.indices(len(self.values))
-        return _DurationRows(self, lo, hi)
+        return _Rows(self, lo, hi)
 
     def put(self, lo: int, hi: int, ends) -> None:
         """Write the end times ``ends`` (an array or a scalar) of rows lo..hi."""
@@ -426,19 +427,6 @@ class _Durations:
         these rows)."""
         column = self.values if self.ends is None else self.ends
         return column if rows is None else column[rows]
-
-
-class _DurationRows:
-    """Rows ``offset..stop`` of a :class:`_Durations`, written through ``rows[a:b] = ends``."""
-
-    def __init__(self, column: _Durations, offset: int, stop: int):
-        self.column, self.offset, self.stop = column, offset, stop
-
-    def __len__(self) -> int:
-        return self.stop - self.offset
-
-    def __setitem__(self, rows: slice, ends) -> None:
-        self.column.put(self.offset + rows.start, self.offset + rows.stop, ends)
 
 
 def call_ends(start: np.ndarray, ends: np.ndarray, rows=slice(None)) -> np.ndarray:
