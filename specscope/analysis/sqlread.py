@@ -409,10 +409,9 @@ class _Durations:
 
     def put(self, lo: int, hi: int, ends) -> None:
         """Write the end times ``ends`` (an array or a scalar) of rows lo..hi."""
-        took = np.subtract(ends, self.start[lo:hi], dtype=np.int64)  # (wraps as the sum will)
-        fits = not took.size or (took.min() >= 0 and took.max() <= np.iinfo(np.uint32).max)
+        took = _durations(ends, self.start[lo:hi])
         with self._lock:  # (a batch's check and write against the switch to ends)
-            if self.ends is None and not fits:
+            if self.ends is None and took is None:
                 self.ends = _ALLOCATE(len(self.values), np.int64)
                 for a in range(0, len(self.values), memory.CHUNK_ROWS):  # (rows not yet
                     part = slice(a, a + memory.CHUNK_ROWS)  # written: written again later)
@@ -427,6 +426,15 @@ class _Durations:
         these rows)."""
         column = self.values if self.ends is None else self.ends
         return column if rows is None else column[rows]
+
+
+def _durations(ends, start: np.ndarray) -> np.ndarray | None:
+    """``ends - start`` (int64, wrapping as :func:`call_ends`' sum does) where every one is a
+    duration uint32 holds, else None."""
+    took = np.subtract(ends, start, dtype=np.int64)
+    if took.size and (took.min() < 0 or took.max() > np.iinfo(np.uint32).max):
+        return None
+    return took
 
 
 def call_ends(start: np.ndarray, ends: np.ndarray, rows=slice(None)) -> np.ndarray:
@@ -447,8 +455,7 @@ def as_durations(start: np.ndarray, ends: np.ndarray) -> np.ndarray:
     out = np.empty(len(ends), dtype=np.uint32)
     for lo in range(0, len(ends), memory.CHUNK_ROWS):
         part = slice(lo, lo + memory.CHUNK_ROWS)
-        took = np.subtract(ends[part], start[part], dtype=np.int64)
-        if took.min() < 0 or took.max() > np.iinfo(np.uint32).max:
+        if (took := _durations(ends[part], start[part])) is None:
             return ends
         out[part] = took
     return out
