@@ -241,10 +241,12 @@ class Trace:
             return
         if name_ids is not None:
             wanted = np.fromiter(name_ids, dtype=np.int64)
-        n = len(self._runtime[0])
-        step = rows or max(n, 1)
-        for lo in range(0, max(n, 1), step):
-            piece = [c[lo : lo + step] for c in self._runtime]
+        # (a thread's calls: among its process' stretch where each process' are together)
+        own = None if thread is None else self._call_stretch(thread[0])
+        first, n = (0, len(self._runtime[0])) if own is None else (own.start, own.stop)
+        step = rows or max(n - first, 1)
+        for lo in range(first, max(n, first + 1), step):
+            piece = [c[lo : min(lo + step, n)] for c in self._runtime]
             piece[1] = call_ends(piece[0], piece[1])  # (durations read: the ends)
             if thread is not None:  # (first: the names of the thread's calls only)
                 mine = (piece[2] & _THREAD_BITS) == (thread[0] << 24 | thread[1])
@@ -255,6 +257,18 @@ class Trace:
                 if not named.all():
                     piece = [c[named] for c in piece]
             yield piece
+
+    def _call_stretch(self, pid: int) -> slice | None:
+        """The rows of process ``pid``'s CUDA API calls in :attr:`_runtime`
+        (:func:`process_stretches`: none where it made none), or None where they are not one
+        stretch; worked out once for the calls as they are (:func:`.validate.clean` may
+        replace them)."""
+        gtid = self._runtime[2]
+        kept = self.__dict__.get("_call_stretches")
+        if kept is None or kept[0] is not gtid:
+            kept = (gtid, process_stretches(gtid))
+            self.__dict__["_call_stretches"] = kept
+        return None if kept[1] is None else kept[1].get(pid, slice(0, 0))
 
     def thread_calls_end(self, pid: int, tid: int) -> int | None:
         """The latest end (ns) of the CUDA API calls of thread (``pid``, ``tid``); None when it
@@ -470,7 +484,8 @@ class Trace:
     @cached_property
     def _runtime(self) -> list[np.ndarray]:
         """start, end, globalTid, correlationId, nameId of every CUDA API call (one scan; read
-        ahead by :func:`.opsread.prefetch` where it was). The ends may be each call's duration
+        ahead by :func:`.opsread.prefetch` where it was), each process' calls together
+        (:func:`calls_by_process`). The ends may be each call's duration
         (uint32: :data:`.sqlread.DURATION32`): :func:`.sqlread.call_ends` gives them as ends,
         as :meth:`api_pieces` does."""
         read = opsread.take(self.sqlite_file or self.path, "runtime")
@@ -479,8 +494,8 @@ class Trace:
             file = self.sqlite_file or self.path
             read = self._read(lambda: read_runtime(self.con, self._columnar, sql, file))
         if read[1].dtype == np.uint32:  # durations: the same on any clock
-            return [*self._session_times(read[0]), *read[1:]]
-        return [*self._session_times(read[0], read[1]), *read[2:]]
+            return calls_by_process([*self._session_times(read[0]), *read[1:]])
+        return calls_by_process([*self._session_times(read[0], read[1]), *read[2:]])
 
     @cached_property
     def _calls_in_id_order(self) -> bool:
@@ -653,13 +668,20 @@ class Trace:
         call, or None without API calls. One process' calls in id order (as nsys writes them):
         a search among the ids as they are (:class:`SortedIds`, in C from the last one's
         place), no table of every id (:func:`_call_rows` builds one for dense ids: 80 MB of
-        temporaries at 4 M calls, for a lookup 20 % faster); else :func:`_call_rows`."""
+        temporaries at 4 M calls, for a lookup 20 % faster); else :func:`_call_rows`, whose
+        tables (:class:`IdTables`: several processes' dense ids) are kept for the next."""
         if not self.has("CUPTI_ACTIVITY_KIND_RUNTIME"):
             return None
         _, _, a_gtid, a_corr, _ = self._runtime
         if self._calls_in_id_order:
             return SortedIds(int(_call_pids(a_gtid)[0]), a_corr)
-        return _call_rows(_call_pids(a_gtid), a_corr, False)
+        kept = self.__dict__.get("_launch_tables")  # (each process' analysis asks again)
+        if kept is not None and kept[0] is a_corr:
+            return kept[1]
+        rows = _call_rows(_call_pids(a_gtid), a_corr, False)
+        if isinstance(rows, IdTables):  # (a table of the ids' span: kept; a sort is not)
+            self.__dict__["_launch_tables"] = (a_corr, rows)
+        return rows
 
     # ---------------------------------------------------------------- CUDA graphs
     def launch_calls(
@@ -924,6 +946,71 @@ def _call_pids(a_gtid: np.ndarray) -> np.ndarray:
     return (a_gtid >> 24) & _PID_MASK
 
 
+def calls_by_process(calls: list[np.ndarray]) -> list[np.ndarray]:
+    """The CUDA API calls (the columns of :attr:`Trace._runtime`) with each process' calls
+    together, the processes in pid order, each one's calls in the order they had (a stable
+    sort by process); as they are where one process made them all, where they come so
+    already, or where more than 64 processes made them.
+
+    An export of tensor-parallel ranks holds their calls interleaved in time. Each rank's
+    analysis reads its own process' calls several times (its API call counts, its thread's
+    last call, the calls of its steps' views): a mask of every call, then a copy of its
+    own, each time (4 ranks of 2 M GPU operations: 0.1 s of 1.3 s of analyses). Grouped,
+    they are one stretch of the columns (:func:`process_stretches`), read in place; the
+    reordering is :func:`grouped_rows`, one pass per column."""
+    gtid = calls[2]
+    if len(gtid) < 2 or gtid.strides == (0,) or _one_process(gtid):
+        return calls
+    pids = _call_pids(gtid)
+    found = few_distinct(pids, 64)
+    if found is None:
+        return calls
+    index = np.searchsorted(np.sort(np.array(found, dtype=pids.dtype)), pids).astype(np.uint8)
+    del pids
+    if in_device_order(index):
+        return calls
+    grouped = grouped_rows({"process": index} | {str(k): c for k, c in enumerate(calls)}, "process")
+    return [grouped[str(k)] for k in range(len(calls))]
+
+
+def _one_process(gtid: np.ndarray) -> bool:
+    """Whether the globalTids ``gtid`` are all of one process (a chunk at a time: no array of
+    every call's process, 320 MB at 40 M calls)."""
+    first = (int(gtid[0]) >> 24) & _PID_MASK
+    for lo in range(0, len(gtid), CHUNK_ROWS):
+        if ((gtid[lo : lo + CHUNK_ROWS] >> 24) & _PID_MASK != first).any():
+            return False
+    return True
+
+
+_MOST_RUNS = 4096
+"""More runs of one process' calls than this: :func:`process_stretches` looks no further."""
+
+
+def process_stretches(gtid: np.ndarray) -> dict[int, slice] | None:
+    """The rows of each process' CUDA API calls where each one's are together
+    (:func:`calls_by_process`; one process: all of them), from the calls' globalTids
+    ``gtid``; None where a process' calls are not one stretch. A chunk at a time."""
+    n = len(gtid)
+    if n == 0:
+        return {}
+    if gtid.strides == (0,):
+        return {(int(gtid[0]) >> 24) & _PID_MASK: slice(0, n)}
+    runs: list[list[int]] = []  # [pid, first row] of each run of one process' calls
+    for lo in range(0, n, CHUNK_ROWS):
+        pid = _call_pids(gtid[lo : lo + CHUNK_ROWS])
+        if not runs or int(pid[0]) != runs[-1][0]:
+            runs.append([int(pid[0]), lo])
+        breaks = np.flatnonzero(pid[1:] != pid[:-1]) + 1
+        if len(runs) + len(breaks) > _MOST_RUNS:
+            return None  # (interleaved: no pass per run)
+        runs += [[int(pid[at]), lo + at] for at in breaks.tolist()]
+    if len({pid for pid, _ in runs}) < len(runs):
+        return None  # (a process' calls in several runs: not grouped)
+    ends = [first for _, first in runs[1:]] + [n]
+    return {pid: slice(first, end) for (pid, first), end in zip(runs, ends, strict=True)}
+
+
 def _in_id_order(a_pid: np.ndarray, a_corr: np.ndarray) -> bool:
     """Whether the calls are of one process, their correlation ids increasing (as nsys writes
     one process' calls): each id once, looked up as they are (:class:`SortedIds`)."""
@@ -1058,10 +1145,17 @@ LEGACY_MEMCPY_NAMES = {
 
 
 def by_device(columns: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """The operations' ``columns`` with the rows of each device together, in device order
-    (each device's rows in the order they had), so that each device's operations are a
-    stretch of :attr:`Trace.ops` (:func:`.steps.find_steps` takes them without a copy);
-    ``columns`` as they are when they are so already (one device: the usual case).
+    """:func:`grouped_rows` of the operations' ``columns`` by device."""
+    return grouped_rows(columns, "device_id")
+
+
+def grouped_rows(columns: dict[str, np.ndarray], key: str) -> dict[str, np.ndarray]:
+    """``columns`` with the rows of each value of column ``key`` (small integers: the
+    operations' devices, or in :func:`calls_by_process` each call's process) together, in the
+    order of those values (each one's rows in the order they had), so that each device's
+    operations are a stretch of :attr:`Trace.ops` (:func:`.steps.find_steps` takes them
+    without a copy); ``columns`` as they are when they are so already (one device: the usual
+    case).
 
     An export of tensor-parallel ranks holds one process per GPU, their operations
     interleaved in time; each rank's analysis reads its device's operations. Copying those
@@ -1070,7 +1164,7 @@ def by_device(columns: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     given up once gathered, half of the columns on a second thread (:func:`.parallel.beside`:
     numpy's gathers let go of the GIL). Columns of one value (:func:`.memory.one_value_view`)
     stay so."""
-    device = columns["device_id"]
+    device = columns[key]
     if in_device_order(device):
         return columns
     lo, hi = int(device.min()), int(device.max())
@@ -1081,14 +1175,14 @@ def by_device(columns: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     else:
         ids, counts = np.unique(device, return_counts=True)
     names = list(columns)  # (their order)
-    grouped = {"device_id": np.repeat(ids, counts).astype(device.dtype, copy=False)}
+    grouped = {key: np.repeat(ids, counts).astype(device.dtype, copy=False)}
     scatter = DeviceScatter(device, ids, counts)  # (the C loop: opsums.py)
     # each column moved in C (the order of the rows never made), else the reference: each
     # column gathered in the order of the rows
     order = scatter if scatter.fn is not None else scatter.rows
-    del columns["device_id"], device
+    del columns[key], device
     theirs = {name: columns.pop(name) for name in list(columns)[1::2]}
-    other = beside(len(grouped["device_id"]), _gathered, theirs, order)
+    other = beside(len(grouped[key]), _gathered, theirs, order)
     del theirs  # (the thread's now: each given up once gathered)
     grouped |= _gathered(columns, order)
     grouped |= other.result()

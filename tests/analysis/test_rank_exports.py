@@ -183,3 +183,67 @@ def test_eager_ranks_each_equal_their_own_export(tmp_path, monkeypatch, preset, 
         assert p.choice == alone.choice
         mine = p.analysis.frame.drop(columns=[c for c in p.analysis.frame if "nccl" in c])
         pd.testing.assert_frame_equal(mine, alone.analysis.frame)
+
+
+def test_the_calls_of_each_process_together(exports, monkeypatch):
+    """The ranks' CUDA API calls, interleaved in the file, come grouped by process (pids in
+    order, each one's calls in their order); a thread's calls are read from its process'
+    stretch, the same as picked out of the calls as read, and the analyses are the same."""
+    _, merged = exports
+    trace = load(merged)
+    start, _, gtid, corr, _ = trace._runtime
+    pid = (gtid >> 24) & 0xFFFFFF
+    assert (np.diff(pid) >= 0).all() and len(np.unique(pid)) == 3
+    stretches = loader.process_stretches(gtid)
+    assert [(s.start, s.stop) for s in stretches.values()] == [
+        (int(np.searchsorted(pid, p)), int(np.searchsorted(pid, p, "right"))) for p in stretches
+    ]
+    monkeypatch.setattr(loader, "calls_by_process", lambda calls: calls)
+    plain = load(merged)
+    p_start, _, p_gtid, _, _ = plain._runtime
+    assert (np.diff((p_gtid >> 24) & 0xFFFFFF) < 0).any()  # (the file's order: interleaved)
+    assert loader.process_stretches(p_gtid) is None
+    for p, rows_of_p in stretches.items():
+        thread = (p, int(gtid[rows_of_p.start]) & 0xFFFFFF)
+        for rows in (None, 100):
+            got, want = (
+                [np.concatenate([piece[k] for piece in t.api_pieces(rows=rows, thread=thread)])
+                 for k in range(5)]
+                for t in (trace, plain)
+            )  # fmt: skip
+            assert len(got[0]) > 100
+            for a, b in zip(got, want, strict=True):
+                assert np.array_equal(a, b)
+        assert trace.thread_calls_end(*thread) == plain.thread_calls_end(*thread)
+        assert np.array_equal(start[pid == p], p_start[((p_gtid >> 24) & 0xFFFFFF) == p])
+    # the launch lookup of several processes' dense ids: a table, made once
+    assert isinstance(trace.launch_rows(), loader.IdTables)
+    assert trace.launch_rows() is trace.launch_rows()
+    (none,) = trace.api_pieces(thread=(1, 1))  # (no such process: one piece, empty)
+    assert [len(c) for c in none] == [0] * 5
+    eagle = load_preset("eagle")
+    for a, b in zip(
+        analyze_processes(trace, eagle).processes,
+        analyze_processes(plain, eagle).processes,
+        strict=True,
+    ):
+        pd.testing.assert_frame_equal(a.analysis.frame, b.analysis.frame)
+
+
+def test_process_stretches():
+    """The rows of each process' calls from their globalTids (pid << 24 | tid, higher bits
+    aside), a chunk at a time; None where a process' calls are in two runs."""
+    gtid = np.array([5 << 24 | 5, 5 << 24 | 6, 7 << 24 | 7, (1 << 56) | 9 << 24 | 9])
+    assert loader.process_stretches(gtid) == {5: slice(0, 2), 7: slice(2, 3), 9: slice(3, 4)}
+    assert loader.process_stretches(gtid[[0, 2, 1]]) is None
+    assert loader.process_stretches(gtid[:0]) == {}
+    assert loader.process_stretches(np.tile(gtid[:3], loader._MOST_RUNS)) is None
+    one = np.broadcast_to(np.int64(3 << 24 | 4), (10,))
+    assert loader.process_stretches(one) == {3: slice(0, 10)}
+    long = np.repeat(gtid, loader.CHUNK_ROWS // 2 + 1)  # (runs across chunks)
+    n = loader.CHUNK_ROWS // 2 + 1
+    assert loader.process_stretches(long) == {
+        5: slice(0, 2 * n),
+        7: slice(2 * n, 3 * n),
+        9: slice(3 * n, 4 * n),
+    }
