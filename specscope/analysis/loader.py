@@ -629,7 +629,7 @@ class Trace:
             return start, tid
         a_start, _, a_gtid, a_corr, _ = self._runtime
         if rows is None and len(pid) * _FEW_CALLS < len(a_corr):  # (a step's, say)
-            row = _rows_of_few(a_gtid, a_corr, pid, corr, self._calls_in_id_order)
+            row = self._rows_of_few(pid, corr)
             hit = row >= 0
             start[hit], tid[hit] = a_start[row[hit]], a_gtid[row[hit]] & _PID_MASK
             return start, tid
@@ -683,6 +683,18 @@ class Trace:
             self.__dict__["_launch_tables"] = (a_corr, rows)
         return rows
 
+    def _rows_of_few(self, pid: np.ndarray, corr: np.ndarray) -> np.ndarray:
+        """:func:`_rows_of_few` of the calls: among the calls of the pairs' process alone
+        where they are all of one whose calls are one stretch (:meth:`_call_stretch`: one
+        rank's step marker, say, in an export of several), else among every call."""
+        _, _, a_gtid, a_corr, _ = self._runtime
+        own = self._call_stretch(int(pid[0])) if one_valued(pid) else None
+        if own is None or own == slice(0, len(a_corr)):
+            return _rows_of_few(a_gtid, a_corr, pid, corr, self._calls_in_id_order)
+        row = _rows_of_few(a_gtid[own], a_corr[own], pid, corr)
+        row[row >= 0] += own.start
+        return row
+
     # ---------------------------------------------------------------- CUDA graphs
     def launch_calls(
         self, pid: np.ndarray, corr: np.ndarray
@@ -694,11 +706,10 @@ class Trace:
         if not self.has("CUPTI_ACTIVITY_KIND_RUNTIME") or not len(pid):
             return start, end, tid
         a_start, a_end, a_gtid, a_corr, _ = self._runtime
-        in_order = self._calls_in_id_order
         if len(pid) * _FEW_CALLS < len(a_corr):  # (a step marker's launches, say)
-            row = _rows_of_few(a_gtid, a_corr, pid, corr, in_order)
+            row = self._rows_of_few(pid, corr)
         else:
-            row = _call_rows(_call_pids(a_gtid), a_corr, in_order)(pid, corr)
+            row = _call_rows(_call_pids(a_gtid), a_corr, self._calls_in_id_order)(pid, corr)
         hit = row >= 0
         start[hit], end[hit] = a_start[row[hit]], call_ends(a_start, a_end, row[hit])
         tid[hit] = a_gtid[row[hit]] & _PID_MASK

@@ -216,6 +216,14 @@ def test_the_calls_of_each_process_together(exports, monkeypatch):
                 assert np.array_equal(a, b)
         assert trace.thread_calls_end(*thread) == plain.thread_calls_end(*thread)
         assert np.array_equal(start[pid == p], p_start[((p_gtid >> 24) & 0xFFFFFF) == p])
+        # a few pairs' calls (a step marker's): found in the process' stretch alone
+        few = corr[rows_of_p][::50][:20]
+        asked = (np.full(len(few) + 1, p), np.append(few, 10**9))  # (and one never made)
+        for got, want in zip(trace.launch_calls(*asked), plain.launch_calls(*asked), strict=True):
+            np.testing.assert_array_equal(got, want)
+        assert np.isnan(trace.launch_calls(*asked)[0][-1])
+        for got, want in zip(trace.launches(*asked), plain.launches(*asked), strict=True):
+            np.testing.assert_array_equal(got, want)
     # the launch lookup of several processes' dense ids: a table, made once
     assert isinstance(trace.launch_rows(), loader.IdTables)
     assert trace.launch_rows() is trace.launch_rows()
