@@ -258,17 +258,21 @@ class Trace:
                     piece = [c[named] for c in piece]
             yield piece
 
-    def _call_stretch(self, pid: int) -> slice | None:
-        """The rows of process ``pid``'s CUDA API calls in :attr:`_runtime`
-        (:func:`process_stretches`: none where it made none), or None where they are not one
-        stretch; worked out once for the calls as they are (:func:`.validate.clean` may
-        replace them)."""
+    def _process_stretches(self) -> dict[int, slice] | None:
+        """:func:`process_stretches` of the CUDA API calls, worked out once for the calls as
+        they are (:func:`.validate.clean` may replace them)."""
         gtid = self._runtime[2]
         kept = self.__dict__.get("_call_stretches")
         if kept is None or kept[0] is not gtid:
             kept = (gtid, process_stretches(gtid))
             self.__dict__["_call_stretches"] = kept
-        return None if kept[1] is None else kept[1].get(pid, slice(0, 0))
+        return kept[1]
+
+    def _call_stretch(self, pid: int) -> slice | None:
+        """The rows of process ``pid``'s CUDA API calls in :attr:`_runtime` (none where it
+        made none), or None where each process' calls are not one stretch."""
+        stretches = self._process_stretches()
+        return None if stretches is None else stretches.get(pid, slice(0, 0))
 
     def thread_calls_end(self, pid: int, tid: int) -> int | None:
         """The latest end (ns) of the CUDA API calls of thread (``pid``, ``tid``); None when it
@@ -678,7 +682,10 @@ class Trace:
         kept = self.__dict__.get("_launch_tables")  # (each process' analysis asks again)
         if kept is not None and kept[0] is a_corr:
             return kept[1]
-        rows = _call_rows(_call_pids(a_gtid), a_corr, False)
+        stretches = self._process_stretches()  # (each process' rows: no search for them)
+        rows = None if stretches is None else _id_tables(None, a_corr, stretches=stretches)
+        if rows is None:
+            rows = _call_rows(_call_pids(a_gtid), a_corr, False)
         if isinstance(rows, IdTables):  # (a table of the ids' span: kept; a sort is not)
             self.__dict__["_launch_tables"] = (a_corr, rows)
         return rows
@@ -1064,23 +1071,36 @@ def _key_order(a_pid: np.ndarray, a_keys: np.ndarray) -> np.ndarray | None:
     return np.argsort(a_keys, kind="stable")
 
 
-def _id_tables(a_pid: np.ndarray, a_corr: np.ndarray, most: int = 64):
+def _id_tables(
+    a_pid: np.ndarray | None,
+    a_corr: np.ndarray,
+    most: int = 64,
+    stretches: dict[int, slice] | None = None,
+):
     """:func:`_call_rows`'s lookup by tables: per process (up to ``most``), the call rows
     indexed by correlation id from its lowest, one stretch of a table after another; None where
     a process' ids are not dense (:func:`.memory.dense`), out of range, or one is there twice.
     One process (the usual export) looks up without a search for its stretch; several (the
-    ranks of a tensor-parallel server) find it by a search among their few pids."""
-    pids = [int(a_pid[0])] if one_valued(a_pid) else few_distinct(a_pid, most)
-    if pids is None or not (0 <= int(a_corr.min()) and int(a_corr.max()) < 2**_CORR_BITS):
+    ranks of a tensor-parallel server) find it by a search among their few pids.
+    ``stretches``: each process' rows where its calls are one stretch
+    (:func:`process_stretches`; ``a_pid`` then unused), found without a pass per process."""
+    if stretches is not None:
+        pids = list(stretches)
+    else:
+        pids = [int(a_pid[0])] if one_valued(a_pid) else few_distinct(a_pid, most)
+    if not pids or not (0 <= int(a_corr.min()) and int(a_corr.max()) < 2**_CORR_BITS):
         return None
     pids = np.sort(np.array(pids, dtype=np.int64))
-    row_type = np.int32 if len(a_pid) < np.iinfo(np.int32).max else np.int64  # (half the
+    row_type = np.int32 if len(a_corr) < np.iinfo(np.int32).max else np.int64  # (half the
     # table: its pages are written once, then read at random)
     lows, spans, rows = [], [], []
     for p in pids:
         # (one process: every call, no copy of their ids, and its rows made only once the ids
         # are found dense: sparse ones, an eager export's, need no row of each call)
-        mine = None if len(pids) == 1 else np.flatnonzero(a_pid == p)
+        if stretches is not None:
+            mine = stretches[int(p)]
+        else:
+            mine = None if len(pids) == 1 else np.flatnonzero(a_pid == p)
         ids = a_corr if mine is None else a_corr[mine]
         lo, hi = int(ids.min()), int(ids.max())
         if not dense(hi - lo + 1, len(ids)):
@@ -1092,7 +1112,9 @@ def _id_tables(a_pid: np.ndarray, a_corr: np.ndarray, most: int = 64):
     table = np.full(int(sum(spans)), -1, dtype=row_type)
     for base, lo, (mine, ids) in zip(bases, lows, rows, strict=True):
         if mine is None:
-            mine = np.arange(len(a_pid), dtype=row_type)
+            mine = np.arange(len(a_corr), dtype=row_type)
+        elif isinstance(mine, slice):
+            mine = np.arange(mine.start, mine.stop, dtype=row_type)
         table[np.subtract(ids, lo - int(base), dtype=np.int64)] = mine
     if np.count_nonzero(table >= 0) != len(a_corr):  # an id twice: not exact
         return None
@@ -1343,9 +1365,14 @@ def _labelled(codes: np.ndarray, label) -> pd.Categorical:
     convert); each distinct code is labelled once."""
     uniq, inverse = _unique_inverse(codes)
     labels = [label(int(c)) for c in uniq]
-    if len(set(labels)) < len(labels):  # two codes with one label: merge through the labels
-        categories = pd.Index(sorted(set(labels)), dtype=object)
-        return pd.Categorical(np.asarray(labels, dtype=object)[inverse], categories=categories)
+    if len(set(labels)) < len(labels):  # two codes with one label (one NVTX domain in each
+        # of several processes): each code's label's place, no string of every row hashed
+        categories = sorted(set(labels))
+        place = {name: k for k, name in enumerate(categories)}
+        codes_of = np.array([place[name] for name in labels], dtype=_index_dtype(len(place)))
+        return pd.Categorical.from_codes(
+            codes_of[inverse], categories=pd.Index(categories, dtype=object)
+        )
     categories = pd.Index(labels, dtype=object)
     return pd.Categorical.from_codes(inverse, categories=categories)
 

@@ -372,3 +372,20 @@ def test_api_pieces_and_a_threads_last_call(write_export):
     assert piece[0].tolist() == [50]
     (whole,) = trace.api_pieces()
     assert whole[0].tolist() == [10, 30, 40, 50]
+
+
+@pytest.mark.parametrize("merged", [False, True], ids=["a label each", "labels shared"])
+def test_labelled_codes_are_the_categorical_of_their_labels(merged):
+    """:func:`.loader._labelled` gives the categorical pandas makes of every row's label
+    (object categories, sorted where codes share a label: one NVTX domain of several
+    processes), whichever codes share a label."""
+    from specscope.analysis.loader import _labelled
+
+    codes = np.random.default_rng(3).integers(-40, 300, 20_000)
+    label = (lambda c: f"d{c % 7}") if merged else (lambda c: f"d{c}")
+    got = _labelled(codes, label)
+    values = np.array([label(int(c)) for c in codes], dtype=object)
+    categories = sorted(set(values)) if merged else [label(int(c)) for c in np.unique(codes)]
+    want = pd.Categorical(values, categories=pd.Index(categories, dtype=object))
+    pd.testing.assert_extension_array_equal(got, want)
+    assert got.categories.dtype == object and got.codes.dtype == want.codes.dtype
