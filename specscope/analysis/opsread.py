@@ -365,10 +365,14 @@ class _Forked:
         self.child, self.what = child, what
 
     def result(self):
+        """The read, given up by the child's result (taken once: :func:`take`), so that its
+        arrays are held by the loader alone: a column the loader replaces (each device's rows
+        together, say) gives its pages back then, or is written over (:func:`.loader.by_device`
+        reuses the memory of a column only it holds), not once every read is taken."""
         reads = self.child.result()
         if reads is None:
             raise RuntimeError("the read ahead failed")  # (take: the loader reads itself)
-        return reads[self.what]
+        return reads.pop(self.what)
 
 
 def pending(path: Path) -> bool:

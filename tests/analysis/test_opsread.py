@@ -134,6 +134,21 @@ def test_api_calls_read_first_are_taken_from_the_read_ahead(small_prefetch) -> N
     assert not opsread.pending(path)
 
 
+def test_a_taken_read_is_held_by_the_loader_alone(small_prefetch) -> None:
+    """A read taken from the child gives up the child's hold on it (before the other reads
+    are taken): a column the loader replaces gives its pages back, or its memory is reused."""
+    if small_prefetch != "process":
+        pytest.skip("a child's result only")
+    path = DATA / "eagle_node_before.sqlite"
+    opsread.prefetch(path)
+    forked = opsread._pending[path.resolve()]["ops"]
+    got = opsread.take(path, "ops")
+    assert got is not None
+    left = forked.child.result()
+    assert set(left) == {"runtime", "nvtx"}  # (the operations: the loader's alone)
+    assert opsread.take(path, "runtime") is not None and set(left) == {"nvtx"}
+
+
 @pytest.mark.parametrize("name", ["real/hf_generate.sqlite", "real/two_procs.sqlite"])
 def test_api_calls_read_in_pieces_are_the_sql_reads(name: str, monkeypatch) -> None:
     """The CUDA API calls page-scanned in pieces on threads (as a table of millions is), into
