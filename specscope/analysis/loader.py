@@ -507,6 +507,9 @@ class Trace:
         (:func:`_in_id_order`), worked out once for every lookup of their launch calls (the
         ops' and the graph launches' or a step marker's: one pass over the ids, not one each)."""
         _, _, gtid, corr, _ = self._runtime
+        stretches = self._process_stretches()  # (several processes' calls: not one's)
+        if stretches is not None and len(stretches) > 1:
+            return False
         return _in_id_order(_call_pids(gtid), corr)
 
     @cached_property
@@ -980,10 +983,14 @@ def calls_by_process(calls: list[np.ndarray]) -> list[np.ndarray]:
     if len(gtid) < 2 or gtid.strides == (0,) or _one_process(gtid):
         return calls
     pids = _call_pids(gtid)
-    found = few_distinct(pids, 64)
-    if found is None:
+    lo, hi = int(pids.min()), int(pids.max())
+    if hi - lo < 1 << 16:  # (pids near one another, as a server's ranks are: counted)
+        found = (np.flatnonzero(np.bincount(pids - lo)) + lo).tolist()
+    else:
+        found = sorted(few_distinct(pids, 64) or [])
+    if not 1 < len(found) <= 64:
         return calls
-    index = np.searchsorted(np.sort(np.array(found, dtype=pids.dtype)), pids).astype(np.uint8)
+    index = np.searchsorted(np.array(found, dtype=pids.dtype), pids).astype(np.uint8)
     del pids
     if in_device_order(index):
         return calls

@@ -255,3 +255,21 @@ def test_process_stretches():
         7: slice(2 * n, 3 * n),
         9: slice(3 * n, 4 * n),
     }
+
+
+@pytest.mark.parametrize("pids", [(7, 5, 9), (300_000, 5, 90_000)], ids=["near", "far apart"])
+def test_calls_by_process_is_a_stable_sort_by_pid(pids):
+    """:func:`.loader.calls_by_process`: each process' calls together in pid order, in their
+    order, whether the pids are counted (near one another) or found one at a time."""
+    rng = np.random.default_rng(5)
+    pid = np.array(pids)[rng.integers(0, 3, 5000)]
+    gtid = (1 << 56) | pid << 24 | (pid + rng.integers(0, 2, 5000))
+    calls = [np.arange(5000) * 10, np.arange(5000, dtype=np.uint32), gtid]
+    calls += [np.arange(5000, dtype=np.int32), rng.integers(0, 9, 5000).astype(np.int16)]
+    got = loader.calls_by_process([c.copy() for c in calls])
+    order = np.argsort(pid, kind="stable")
+    for a, b in zip(got, calls, strict=True):
+        assert a.dtype == b.dtype
+        np.testing.assert_array_equal(a, b[order])
+    one = [c[pid == pids[0]] for c in calls]  # (one process: as they are)
+    assert all(a is b for a, b in zip(loader.calls_by_process(one), one, strict=True))
