@@ -636,7 +636,7 @@ class Trace:
             return start, tid
         a_start, _, a_gtid, a_corr, _ = self._runtime
         if rows is None and len(pid) * _FEW_CALLS < len(a_corr):  # (a step's, say)
-            row = self._rows_of_few(pid, corr)
+            row = self._few_call_rows(pid, corr)
             hit = row >= 0
             start[hit], tid[hit] = a_start[row[hit]], a_gtid[row[hit]] & _PID_MASK
             return start, tid
@@ -693,7 +693,7 @@ class Trace:
             self.__dict__["_launch_tables"] = (a_corr, rows)
         return rows
 
-    def _rows_of_few(self, pid: np.ndarray, corr: np.ndarray) -> np.ndarray:
+    def _few_call_rows(self, pid: np.ndarray, corr: np.ndarray) -> np.ndarray:
         """:func:`_rows_of_few` of the calls: among the calls of the pairs' process alone
         where they are all of one whose calls are one stretch (:meth:`_call_stretch`: one
         rank's step marker, say, in an export of several), else among every call."""
@@ -717,7 +717,7 @@ class Trace:
             return start, end, tid
         a_start, a_end, a_gtid, a_corr, _ = self._runtime
         if len(pid) * _FEW_CALLS < len(a_corr):  # (a step marker's launches, say)
-            row = self._rows_of_few(pid, corr)
+            row = self._few_call_rows(pid, corr)
         else:
             row = _call_rows(_call_pids(a_gtid), a_corr, self._calls_in_id_order)(pid, corr)
         hit = row >= 0
@@ -970,8 +970,8 @@ def _call_pids(a_gtid: np.ndarray) -> np.ndarray:
 def calls_by_process(calls: list[np.ndarray]) -> list[np.ndarray]:
     """The CUDA API calls (the columns of :attr:`Trace._runtime`) with each process' calls
     together, the processes in pid order, each one's calls in the order they had (a stable
-    sort by process); as they are where one process made them all, where they come so
-    already, or where more than 64 processes made them.
+    sort by process); as they are where one process made them all, where each one's come
+    together already, or where more than 64 processes made them.
 
     An export of tensor-parallel ranks holds their calls interleaved in time. Each rank's
     analysis reads its own process' calls several times (its API call counts, its thread's
@@ -980,7 +980,7 @@ def calls_by_process(calls: list[np.ndarray]) -> list[np.ndarray]:
     they are one stretch of the columns (:func:`process_stretches`), read in place; the
     reordering is :func:`grouped_rows`, one pass per column."""
     gtid = calls[2]
-    if len(gtid) < 2 or gtid.strides == (0,) or _one_process(gtid):
+    if process_stretches(gtid) is not None:  # (one process, or each one's together already)
         return calls
     pids = _call_pids(gtid)
     lo, hi = int(pids.min()), int(pids.max())
@@ -992,20 +992,8 @@ def calls_by_process(calls: list[np.ndarray]) -> list[np.ndarray]:
         return calls
     index = np.searchsorted(np.array(found, dtype=pids.dtype), pids).astype(np.uint8)
     del pids
-    if in_device_order(index):
-        return calls
     grouped = grouped_rows({"process": index} | {str(k): c for k, c in enumerate(calls)}, "process")
     return [grouped[str(k)] for k in range(len(calls))]
-
-
-def _one_process(gtid: np.ndarray) -> bool:
-    """Whether the globalTids ``gtid`` are all of one process (a chunk at a time: no array of
-    every call's process, 320 MB at 40 M calls)."""
-    first = (int(gtid[0]) >> 24) & _PID_MASK
-    for lo in range(0, len(gtid), CHUNK_ROWS):
-        if ((gtid[lo : lo + CHUNK_ROWS] >> 24) & _PID_MASK != first).any():
-            return False
-    return True
 
 
 _MOST_RUNS = 4096
@@ -1015,7 +1003,8 @@ _MOST_RUNS = 4096
 def process_stretches(gtid: np.ndarray) -> dict[int, slice] | None:
     """The rows of each process' CUDA API calls where each one's are together
     (:func:`calls_by_process`; one process: all of them), from the calls' globalTids
-    ``gtid``; None where a process' calls are not one stretch. A chunk at a time."""
+    ``gtid``; None where a process' calls are not one stretch. A chunk at a time (no array
+    of every call's process: 320 MB at 40 M calls)."""
     n = len(gtid)
     if n == 0:
         return {}
