@@ -172,7 +172,7 @@ def per_step_metrics(
     rows = len(steps.ops)  # each stage's freed chunks given back before the next (memory.py)
     # the counts first, while a second thread builds the coverage the window metrics query
     counts, unavailable = coverage_beside(
-        steps, lambda: _count_metrics(steps, patterns, trace.capture_mode)
+        steps, lambda: _count_metrics(steps, patterns, trace.capture_mode), trace
     )
     give_back(rows)
     window_start = _window_metrics(out, steps)

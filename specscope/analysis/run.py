@@ -33,6 +33,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from specscope.analysis.coverage import coverage_ahead, dropped_ahead
 from specscope.analysis.jsonpieces import Encoded, pieces
 from specscope.analysis.loader import Trace, load
 from specscope.analysis.memory import CHUNK_ROWS
@@ -320,10 +321,14 @@ def analyze_trace(
     """:func:`analyze` of an export already loaded (several analyses of one export share it)."""
     o = options
     validated(trace)  # rows with impossible times dropped once, before any step is found
-    steps = find_steps(
-        trace, spec, skip=o.skip, pid=o.pid, device=o.device, require_anchors=o.require_anchors
-    )
-    return analysis_of(trace, steps, o.count_kernels)
+    coverage_ahead(trace)  # (built while the steps are found: one device's operations)
+    try:
+        steps = find_steps(
+            trace, spec, skip=o.skip, pid=o.pid, device=o.device, require_anchors=o.require_anchors
+        )
+        return analysis_of(trace, steps, o.count_kernels)
+    finally:
+        dropped_ahead(trace)
 
 
 def analysis_of(trace: Trace, steps: Steps, count_kernels: tuple[str, ...] = ()) -> Analysis:

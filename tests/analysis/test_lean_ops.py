@@ -389,3 +389,27 @@ def test_start_order_breaks_found_a_chunk_at_a_time(n, monkeypatch):
     got = coverage._breaks(starts)
     assert got.dtype == np.int64
     assert np.array_equal(got, np.flatnonzero(starts[1:] < starts[:-1]))
+
+
+@pytest.mark.parametrize("path", [AFTER, GRAPH], ids=lambda p: p.stem)
+def test_coverage_started_before_the_steps_is_taken_and_the_same(path, monkeypatch) -> None:
+    """coverage_ahead: the coverage of every operation of a one-device export built while
+    the steps are found, taken by the metrics (the steps' operations are those), the same
+    analysis as without it; nothing left on the trace, taken or not (a spec without steps)."""
+    from specscope.analysis import coverage, parallel, run
+
+    monkeypatch.setattr(parallel, "BESIDE_MIN_ROWS", 0)  # (a second thread at every size)
+    taken = []
+    real = coverage._taken_ahead
+    monkeypatch.setattr(coverage, "_taken_ahead", lambda *a: taken.append(real(*a)) or taken[-1])
+    trace = load(path)
+    ahead = run.analyze_trace(trace, load_preset("eagle"))
+    assert len(taken) == 1 and taken[0] is not None and "_coverage_ahead" not in trace.__dict__
+    monkeypatch.setattr(run, "coverage_ahead", lambda trace: None)
+    plain = run.analyze_trace(load(path), load_preset("eagle"))
+    pd.testing.assert_frame_equal(ahead.frame, plain.frame)
+    monkeypatch.undo()
+    monkeypatch.setattr(parallel, "BESIDE_MIN_ROWS", 0)
+    with pytest.raises(Exception, match="no_such_range"):
+        run.analyze_trace(trace, run.StepSpec("no_such_range"))
+    assert "_coverage_ahead" not in trace.__dict__
