@@ -71,6 +71,5 @@ def _shared(trace: Trace) -> None:
     if trace.has(RUNTIME):
         trace._runtime  # noqa: B018
         trace._calls_in_id_order  # noqa: B018
-        trace._process_stretches()  # (each process' calls, where they are one stretch)
         trace.launch_rows()  # (kept where it is a table)
     process_devices(trace)  # (and device_stretches, which it reads)

@@ -243,10 +243,10 @@ class Trace:
             wanted = np.fromiter(name_ids, dtype=np.int64)
         # (a thread's calls: among its process' stretch where each process' are together)
         own = None if thread is None else self._call_stretch(thread[0])
-        first, n = (0, len(self._runtime[0])) if own is None else (own.start, own.stop)
-        step = rows or max(n - first, 1)
-        for lo in range(first, max(n, first + 1), step):
-            piece = [c[lo : min(lo + step, n)] for c in self._runtime]
+        first, stop = (0, len(self._runtime[0])) if own is None else (own.start, own.stop)
+        step = rows or max(stop - first, 1)
+        for lo in range(first, max(stop, first + 1), step):
+            piece = [c[lo : min(lo + step, stop)] for c in self._runtime]
             piece[1] = call_ends(piece[0], piece[1])  # (durations read: the ends)
             if thread is not None:  # (first: the names of the thread's calls only)
                 mine = (piece[2] & _THREAD_BITS) == (thread[0] << 24 | thread[1])
@@ -498,8 +498,15 @@ class Trace:
             file = self.sqlite_file or self.path
             read = self._read(lambda: read_runtime(self.con, self._columnar, sql, file))
         if read[1].dtype == np.uint32:  # durations: the same on any clock
-            return calls_by_process([*self._session_times(read[0]), *read[1:]])
-        return calls_by_process([*self._session_times(read[0], read[1]), *read[2:]])
+            calls = [*self._session_times(read[0]), *read[1:]]
+        else:
+            calls = [*self._session_times(read[0], read[1]), *read[2:]]
+        stretches = process_stretches(calls[2])
+        if stretches is None:  # (several processes' calls interleaved: each one's together)
+            calls = calls_by_process(calls)
+            stretches = process_stretches(calls[2])
+        self.__dict__["_call_stretches"] = (calls[2], stretches)  # (:meth:`_process_stretches`)
+        return calls
 
     @cached_property
     def _calls_in_id_order(self) -> bool:
@@ -685,10 +692,7 @@ class Trace:
         kept = self.__dict__.get("_launch_tables")  # (each process' analysis asks again)
         if kept is not None and kept[0] is a_corr:
             return kept[1]
-        stretches = self._process_stretches()  # (each process' rows: no search for them)
-        rows = None if stretches is None else _id_tables(None, a_corr, stretches=stretches)
-        if rows is None:
-            rows = _call_rows(_call_pids(a_gtid), a_corr, False)
+        rows = _call_rows(_call_pids(a_gtid), a_corr, False, self._process_stretches())
         if isinstance(rows, IdTables):  # (a table of the ids' span: kept; a sort is not)
             self.__dict__["_launch_tables"] = (a_corr, rows)
         return rows
@@ -928,10 +932,16 @@ def _rows_of_few(
     return rows
 
 
-def _call_rows(a_pid: np.ndarray, a_corr: np.ndarray, in_id_order: bool | None = None):
+def _call_rows(
+    a_pid: np.ndarray,
+    a_corr: np.ndarray,
+    in_id_order: bool | None = None,
+    stretches: dict[int, slice] | None = None,
+):
     """Return ``rows(pid, corr)``: for each (pid, corr > 0), the first row of the API calls
     (a_pid, a_corr) with the same pair, -1 if none. Pairs are compared as ``pid << 38 | corr``.
-    ``in_id_order``: :func:`_in_id_order` of the calls, worked out when None.
+    ``in_id_order``: :func:`_in_id_order` of the calls, worked out when None; ``stretches``:
+    each process' rows where its calls are one stretch (:func:`process_stretches`).
 
     Each process' correlation ids dense and none twice: a table indexed by process and id, one
     stretch per process, no sort, no search (:func:`_id_tables`). One process' ids in order but
@@ -940,7 +950,7 @@ def _call_rows(a_pid: np.ndarray, a_corr: np.ndarray, in_id_order: bool | None =
     process alone where that sorts them: :func:`_key_order`)."""
     if not len(a_pid):
         return lambda pid, corr: np.full(len(pid), -1, dtype=np.int64)
-    by_table = _id_tables(a_pid, a_corr)
+    by_table = _id_tables(a_pid, a_corr, stretches=stretches)
     if by_table is not None:
         return by_table
     if _in_id_order(a_pid, a_corr) if in_id_order is None else in_id_order:
@@ -1068,7 +1078,7 @@ def _key_order(a_pid: np.ndarray, a_keys: np.ndarray) -> np.ndarray | None:
 
 
 def _id_tables(
-    a_pid: np.ndarray | None,
+    a_pid: np.ndarray,
     a_corr: np.ndarray,
     most: int = 64,
     stretches: dict[int, slice] | None = None,
@@ -1079,7 +1089,7 @@ def _id_tables(
     One process (the usual export) looks up without a search for its stretch; several (the
     ranks of a tensor-parallel server) find it by a search among their few pids.
     ``stretches``: each process' rows where its calls are one stretch
-    (:func:`process_stretches`; ``a_pid`` then unused), found without a pass per process."""
+    (:func:`process_stretches`), found without a pass per process."""
     if stretches is not None:
         pids = list(stretches)
     else:
