@@ -33,6 +33,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from specscope.analysis import jsonrows
 from specscope.analysis.coverage import coverage_ahead, dropped_ahead
 from specscope.analysis.jsonpieces import Encoded, pieces
 from specscope.analysis.loader import Trace, load
@@ -69,7 +70,7 @@ class AnalyzeOptions:
 
 
 DEFAULT_OPTIONS = AnalyzeOptions()
-JSON_CHUNK_STEPS = 8192
+JSON_CHUNK_STEPS = jsonrows.PIECE_ROWS
 """Steps per piece of the per-step JSON text (:meth:`Analysis.per_step_pieces`)."""
 
 
@@ -206,18 +207,9 @@ class Analysis:
     def per_step_pieces(self) -> Iterator[str]:
         """:meth:`per_step_json` in pieces of at most :data:`JSON_CHUNK_STEPS` steps each, that
         make it when written one after the other: the text of all steps is never held at once
-        (0.2 GB for 100 000 steps, and as much again while pandas encodes it)."""
-        frame = self.metrics.frame
-        if len(frame) <= JSON_CHUNK_STEPS:
-            yield frame.reset_index().to_json(orient="records")
-            return
-        yield "["
-        for lo in range(0, len(frame), JSON_CHUNK_STEPS):
-            if lo:
-                yield ","
-            part = frame.iloc[lo : lo + JSON_CHUNK_STEPS].reset_index().to_json(orient="records")
-            yield part[1:-1]  # the rows without the array's brackets
-        yield "]"
+        (0.2 GB for 100 000 steps, and as much again while pandas encodes it), and two pieces
+        are written at once (:func:`.jsonrows.record_pieces`)."""
+        return jsonrows.record_pieces(self.metrics.frame, JSON_CHUNK_STEPS)
 
     def json_text(self, **extra) -> str:
         """:meth:`to_json` (plus ``extra`` keys) as text, ``per_step`` last, without a

@@ -1,0 +1,164 @@
+"""The per-step rows of an analysis as JSON text, in pieces, written by two threads at once.
+
+The text is exactly pandas' ``frame.reset_index().to_json(orient="records")``: that call is
+the reference, and it writes every piece the C loop (``jsonrows.c``, whose head defines each
+value's text) cannot. pandas' encoder holds the GIL and makes a Python object per value: the
+11 316 steps × 46 metrics of ``ops2m`` (18 MB of text) took 0.07-0.11 s of one core, after
+every other part of the analysis is done, and the 95 MB of four ranks 0.3 s. The C loop lets
+go of the GIL, so two pieces are written at once, and it reads the columns as they are.
+
+Where pandas writes a piece: :mod:`.native` did not build the loop (no compiler,
+``SPECSCOPE_NATIVE=0``); a column is not of int64, float64 or bool (or a narrower integer,
+widened first); the index is not one named level, or its name is a column's too; the column
+names are not unique strings (pandas raises for those, as before); a value of the piece needs
+the exponent form (magnitudes from 1e16 or below 1e-15, not 0). The pieces are the same text
+either way (``tests/analysis/test_jsonrows.py``).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from specscope.analysis import native
+
+SOURCE = Path(__file__).with_name("jsonrows.c")
+PIECE_ROWS = 2048
+"""Rows per piece: small enough that two pieces of 46 metrics (3 MB of text each) are written
+at once and the last one is short, large enough that a call costs nothing beside its rows."""
+_VALUE_BYTES = 33  # the longest value text (an int64: 20; a float: 29) and its comma, rounded up
+_KINDS = {"i": 0, "u": 0, "f": 1, "b": 2}  # (jsonrows.c's INT64, FLOAT64, BOOL)
+_PLAIN = frozenset(map(chr, range(0x20, 0x7F))) - set('"\\/')
+"""The characters pandas writes in a key as they are (it escapes ``"``, ``\\`` and ``/``, and
+writes the rest of ASCII's controls and every non-ASCII character as ``\\uXXXX``)."""
+
+
+def _function():
+    """``json_records`` of the compiled ``jsonrows.c``, typed, or None (not built)."""
+    lib, _ = native.built(SOURCE)
+    if lib is None:
+        return None
+    try:
+        fn = lib.json_records
+    except AttributeError:
+        return None
+    fn.restype = ctypes.c_int64
+    fn.argtypes = [ctypes.c_int64] * 3 + [ctypes.c_void_p] * 5 + [ctypes.c_int64]
+    return fn
+
+
+def reference(frame: pd.DataFrame, lo: int = 0, hi: int | None = None) -> str:
+    """Rows ``lo:hi`` of ``frame`` as pandas writes them, without the array's brackets."""
+    return frame.iloc[lo:hi].reset_index().to_json(orient="records")[1:-1]
+
+
+def record_pieces(frame: pd.DataFrame, piece_rows: int = PIECE_ROWS) -> Iterator[str]:
+    """``frame.reset_index().to_json(orient="records")`` in pieces: ``"["``, then the rows
+    ``piece_rows`` at a time (each piece after the first led by its comma), then ``"]"``. Two
+    pieces are written at once where the C loop can write them (module doc)."""
+    yield "["
+    n = len(frame)
+    table = _columns(frame) if n else None
+    spans = [(lo, min(lo + piece_rows, n)) for lo in range(0, n, piece_rows)]
+    if table is None or len(spans) < 2:
+        for i, (lo, hi) in enumerate(spans):
+            yield ("," if i else "") + _piece(frame, table, lo, hi)
+    else:
+        with ThreadPoolExecutor(2, thread_name_prefix="specscope-json") as pool:
+            ahead = [pool.submit(_piece, frame, table, lo, hi) for lo, hi in spans[:2]]
+            for i in range(len(spans)):
+                text = ahead[i].result()
+                ahead[i] = None  # (the text is the caller's now)
+                if i + 2 < len(spans):
+                    ahead.append(pool.submit(_piece, frame, table, *spans[i + 2]))
+                yield ("," if i else "") + text
+    yield "]"
+
+
+class _Table:
+    """What the C loop reads: each column's values (their addresses), kinds and keys."""
+
+    def __init__(self, fn, arrays: list[np.ndarray], kinds: list[int], keys: list[str]):
+        self.fn = fn  # (json_records)
+        self.arrays = arrays  # (kept alive while the loop reads them)
+        self.addresses = np.array([a.ctypes.data for a in arrays], dtype=np.int64)
+        self.kinds = np.array(kinds, dtype=np.uint8)
+        blob = "".join(keys).encode("ascii")
+        self.keys = np.frombuffer(blob, dtype=np.uint8) if blob else np.zeros(1, np.uint8)
+        self.key_ends = np.cumsum([len(k) for k in keys], dtype=np.int64)
+        self.row_bytes = 2 + int(self.key_ends[-1]) + _VALUE_BYTES * len(arrays)
+
+
+def _columns(frame: pd.DataFrame) -> _Table | None:
+    """The table of ``frame.reset_index()`` for the C loop, or None where pandas writes it all
+    (module doc)."""
+    fn = _function()
+    if fn is None or isinstance(frame.index, pd.MultiIndex):
+        return None
+    name = frame.index.name
+    names = [name, *frame.columns]
+    if not all(isinstance(c, str) for c in names) or len(set(names)) != len(names):
+        return None
+    dtypes = [frame.index.dtype, *frame.dtypes]
+    if not all(isinstance(d, np.dtype) and d.kind in _KINDS for d in dtypes):
+        return None  # (an extension dtype, nullable integers say: pandas' own rules)
+    arrays, kinds = [], []
+    for values in [frame.index.to_numpy(), *(frame[c].to_numpy() for c in frame.columns)]:
+        kinds.append(_KINDS[values.dtype.kind])
+        if values.dtype.kind in "iu":
+            if values.dtype.kind == "u" and values.size and values.max() > np.iinfo(np.int64).max:
+                return None
+            values = values.astype(np.int64, copy=False)
+        elif values.dtype.kind == "f":
+            values = values.astype(np.float64, copy=False)
+        else:
+            values = values.view(np.uint8)
+        arrays.append(np.ascontiguousarray(values))
+    return _Table(fn, arrays, kinds, [_key(c) for c in names])
+
+
+def _key(name: str) -> str:
+    """``"name":`` as pandas writes a key (asked of pandas where it escapes a character)."""
+    if all(ch in _PLAIN for ch in name):
+        return f'"{name}":'
+    return pd.DataFrame({name: [0]}).to_json(orient="records")[2:-3]
+
+
+_BUFFERS = threading.local()
+
+
+def _buffer(size: int) -> np.ndarray:
+    """This thread's output buffer of at least ``size`` bytes, kept for its next piece (a new
+    one's pages are zeroed by the kernel as they are first written: 10-30 ms per 18 MB)."""
+    buf = getattr(_BUFFERS, "buf", None)
+    if buf is None or len(buf) < size:
+        buf = _BUFFERS.buf = np.empty(size, dtype=np.uint8)
+    return buf
+
+
+def _piece(frame: pd.DataFrame, table: _Table | None, lo: int, hi: int) -> str:
+    """Rows ``lo:hi`` as JSON records without brackets: by the C loop where it can (module
+    doc), else by pandas."""
+    if table is None:
+        return reference(frame, lo, hi)
+    out = _buffer(table.row_bytes * (hi - lo))
+    n = table.fn(
+        lo,
+        hi,
+        len(table.arrays),
+        table.addresses.ctypes.data,
+        table.kinds.ctypes.data,
+        table.keys.ctypes.data,
+        table.key_ends.ctypes.data,
+        out.ctypes.data,
+        len(out),
+    )
+    if n < 0:  # a value in the exponent form (-1); -2 cannot happen (row_bytes)
+        return reference(frame, lo, hi)
+    return str(out[:n].data, "ascii")
