@@ -1,4 +1,4 @@
-"""Each C loop of ``specscope/analysis/opsums.c`` against its numpy reference, on one export.
+"""Each C loop of ``analysis/opsums.c`` and ``analysis/jsonrows.c`` against its reference.
 
     python bench/bench_opsums.py EXPORT [--preset eagle] [--repeat 5]
 
@@ -11,8 +11,10 @@ and pattern counts (``metrics._class_counts``), first start and last end per ste
 (``metrics.group_first_last``), the anchors' head operations (``gaps.anchor_extents``), the
 union coverage's prefix (``coverage._coverage_of``) and its queries at the steps' bounds (a
 float time each, as the window and gap metrics query it); with several devices, the
-regrouping of their rows (``loader.by_device``). One core, in this process: the stages as
-the analysis runs them, without the read, the other stages or the threads beside them.
+regrouping of their rows (``loader.by_device``); the per-step rows' JSON text
+(``jsonrows.record_pieces``, two threads; its reference is pandas' ``to_json``). One core,
+in this process (the JSON two): the stages as the analysis runs them, without the read, the
+other stages or the threads beside them.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from specscope.analysis import coverage, gaps, loader, metrics, native  # noqa: E402
+from specscope.analysis import coverage, gaps, jsonrows, loader, metrics, native  # noqa: E402
 from specscope.analysis.auto import analyze_processes  # noqa: E402
 from specscope.analysis.spec import load_preset  # noqa: E402
 
@@ -38,6 +40,8 @@ from specscope.analysis.spec import load_preset  # noqa: E402
 def _same(a, b) -> bool:
     if isinstance(a, pd.DataFrame):
         return a.equals(b)
+    if isinstance(a, str):
+        return a == b
     if isinstance(a, dict):
         return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
     if isinstance(a, tuple | list):
@@ -102,6 +106,8 @@ def main(argv: list[str] | None = None) -> int:
         cols = {c: trace.ops[c].to_numpy()[order] for c in ("device_id", "start_ns", "end_ns")}
         # (the columns held here: moved into new memory, not over a moved one's as in a read)
         stages["regrouping by device (by_device)"] = lambda: loader.by_device(dict(cols))
+    frame = analysis.frame
+    stages["per-step JSON (record_pieces)"] = lambda: "".join(jsonrows.record_pieces(frame))
     print(f"export   {a.export}  {len(trace.ops):,} GPU ops, {len(st.kept):,} steps "
           f"(step: {analysis.spec.get('step')})")  # fmt: skip
     print(f"{'stage':38s} {'C best/median ms':>18s} {'numpy best/median ms':>22s}  same")
