@@ -7,6 +7,8 @@
 
      int64    decimal digits, a minus sign before them where negative
      bool     true or false (a byte, 0 or not)
+     text     a string column, as an int64 code per row into the column's texts (each already
+              written as JSON, quotes and escapes, by the caller); null where the code is -1
      float64  null where NaN or infinite; else fixed-point with at most 10 decimals:
               the whole part, '.', the 10 decimals rounded (above half up; exactly half up
               where the last kept digit is odd or the decimals are 0), trailing zeros dropped
@@ -25,7 +27,7 @@
 #include <stdint.h>
 #include <string.h>
 
-enum { INT64 = 0, FLOAT64 = 1, BOOL = 2 };
+enum { INT64 = 0, FLOAT64 = 1, BOOL = 2, TEXT = 3 };
 
 static char *put_u64(char *p, uint64_t v) {
     char digits[20];
@@ -83,16 +85,18 @@ static char *put_f64(char *p, double v) {
 }
 
 /* Rows lo..hi-1 of ncols columns (columns[c]: the address of column c's first value, of the
-   kind kinds[c]; keys: the columns' keys one after another, key c ending at key_ends[c]) as
-   records separated by commas, without brackets, into out (cap bytes). Returns the bytes
-   written; -1 where a value needs the exponent form; -2 where out is too small (the caller
-   gives 32 bytes per value, and each key's length, per row: never). */
+   kind kinds[c]; keys: the columns' keys one after another, key c ending at key_ends[c]; a
+   text column's texts one after another at texts[c], text i ending at text_ends[c][i]) as
+   records separated by commas, without brackets, into out (cap bytes). row_most: the most
+   bytes a row takes (the caller adds up each key and its value's longest text, and a comma
+   each). Returns the bytes written; -1 where a value needs the exponent form; -2 where out
+   is too small for the rows (the caller gives row_most per row: never). */
 int64_t json_records(int64_t lo, int64_t hi, int64_t ncols, const int64_t *columns,
-                     const uint8_t *kinds, const char *keys, const int64_t *key_ends, char *out,
-                     int64_t cap) {
+                     const uint8_t *kinds, const char *keys, const int64_t *key_ends,
+                     const int64_t *texts, const int64_t *text_ends, int64_t row_most,
+                     char *out, int64_t cap) {
     char *p = out;
     const char *end = out + cap;
-    int64_t row_most = 2 + key_ends[ncols - 1] + 33 * ncols;
     for (int64_t r = lo; r < hi; r++) {
         if (end - p < row_most) return -2;
         if (r > lo) *p++ = ',';
@@ -112,7 +116,7 @@ int64_t json_records(int64_t lo, int64_t hi, int64_t ncols, const int64_t *colum
                 p = put_f64(p, ((const double *)column)[r]);
                 if (!p) return -1;
                 break;
-            default:
+            case BOOL:
                 if (((const uint8_t *)column)[r]) {
                     memcpy(p, "true", 4);
                     p += 4;
@@ -120,6 +124,19 @@ int64_t json_records(int64_t lo, int64_t hi, int64_t ncols, const int64_t *colum
                     memcpy(p, "false", 5);
                     p += 5;
                 }
+                break;
+            default: {
+                int64_t code = ((const int64_t *)column)[r];
+                if (code < 0) {
+                    memcpy(p, "null", 4);
+                    p += 4;
+                    break;
+                }
+                const int64_t *ends = (const int64_t *)(intptr_t)text_ends[c];
+                int64_t start = code ? ends[code - 1] : 0;
+                memcpy(p, (const char *)(intptr_t)texts[c] + start, (size_t)(ends[code] - start));
+                p += ends[code] - start;
+            }
             }
         }
         *p++ = '}';

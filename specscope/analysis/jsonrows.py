@@ -7,12 +7,17 @@ value's text) cannot. pandas' encoder holds the GIL and makes a Python object pe
 every other part of the analysis is done, and the 95 MB of four ranks 0.3 s. The C loop lets
 go of the GIL, so two pieces are written at once, and it reads the columns as they are.
 
+It writes integers, floats and bools, and text (pandas' string dtype, or objects that are all
+strings or missing: a rank's label in the cross-rank view) as a code per row into the
+column's distinct strings, each written as JSON first (plain ones as they are, any other by
+pandas itself, so that its escapes are kept).
+
 Where pandas writes a piece: :mod:`.native` did not build the loop (no compiler,
-``SPECSCOPE_NATIVE=0``); a column is not of int64, float64 or bool (or a narrower integer,
-widened first); the index is not one named level, or its name is a column's too; the column
-names are not unique strings (pandas raises for those, as before); a value of the piece needs
-the exponent form (magnitudes from 1e16 or below 1e-15, not 0). The pieces are the same text
-either way (``tests/analysis/test_jsonrows.py``).
+``SPECSCOPE_NATIVE=0``); a column is of another dtype (categories, nullable integers, dates,
+objects other than strings); the index is not one named level; the column names are not
+unique strings (pandas raises for those, as before); a value of the piece needs the exponent
+form (magnitudes from 1e16 or below 1e-15, not 0). The pieces are the same text either way
+(``tests/analysis/test_jsonrows.py``).
 """
 
 from __future__ import annotations
@@ -32,10 +37,9 @@ SOURCE = Path(__file__).with_name("jsonrows.c")
 PIECE_ROWS = 2048
 """Rows per piece: small enough that two pieces of 46 metrics (3 MB of text each) are written
 at once and the last one is short, large enough that a call costs nothing beside its rows."""
-_VALUE_BYTES = 33  # the longest value text (an int64: 20; a float: 29) and its comma, rounded up
-_KINDS = {"i": 0, "u": 0, "f": 1, "b": 2}  # (jsonrows.c's INT64, FLOAT64, BOOL)
+_INT64, _FLOAT64, _BOOL, _TEXT = 0, 1, 2, 3  # (jsonrows.c's kinds)
 _PLAIN = frozenset(map(chr, range(0x20, 0x7F))) - set('"\\/')
-"""The characters pandas writes in a key as they are (it escapes ``"``, ``\\`` and ``/``, and
+"""The characters pandas writes in a string as they are (it escapes ``"``, ``\\`` and ``/``, and
 writes the rest of ASCII's controls and every non-ASCII character as ``\\uXXXX``)."""
 
 
@@ -49,7 +53,8 @@ def _function():
     except AttributeError:
         return None
     fn.restype = ctypes.c_int64
-    fn.argtypes = [ctypes.c_int64] * 3 + [ctypes.c_void_p] * 5 + [ctypes.c_int64]
+    fn.argtypes = [ctypes.c_int64] * 3 + [ctypes.c_void_p] * 6 + [ctypes.c_int64]
+    fn.argtypes += [ctypes.c_void_p, ctypes.c_int64]
     return fn
 
 
@@ -82,17 +87,37 @@ def record_pieces(frame: pd.DataFrame, piece_rows: int = PIECE_ROWS) -> Iterator
 
 
 class _Table:
-    """What the C loop reads: each column's values (their addresses), kinds and keys."""
+    """What the C loop reads: each column's values (their addresses), kinds, keys and texts."""
 
-    def __init__(self, fn, arrays: list[np.ndarray], kinds: list[int], keys: list[str]):
+    def __init__(self, fn, columns: list[_Column], keys: list[str]):
         self.fn = fn  # (json_records)
-        self.arrays = arrays  # (kept alive while the loop reads them)
-        self.addresses = np.array([a.ctypes.data for a in arrays], dtype=np.int64)
-        self.kinds = np.array(kinds, dtype=np.uint8)
+        self.columns = columns  # (kept alive while the loop reads them)
+        self.addresses = np.array([c.values.ctypes.data for c in columns], dtype=np.int64)
+        self.kinds = np.array([c.kind for c in columns], dtype=np.uint8)
+        self.texts = np.array([c.texts.ctypes.data for c in columns], dtype=np.int64)
+        self.text_ends = np.array([c.text_ends.ctypes.data for c in columns], dtype=np.int64)
         blob = "".join(keys).encode("ascii")
         self.keys = np.frombuffer(blob, dtype=np.uint8) if blob else np.zeros(1, np.uint8)
         self.key_ends = np.cumsum([len(k) for k in keys], dtype=np.int64)
-        self.row_bytes = 2 + int(self.key_ends[-1]) + _VALUE_BYTES * len(arrays)
+        self.row_bytes = 2 + int(self.key_ends[-1]) + sum(c.most + 1 for c in columns)
+
+
+class _Column:
+    """One column for the C loop: its values (int64, float64, a byte per bool, or an int64
+    code per text), kind, and for text its texts (as JSON) one after another."""
+
+    _NONE = np.zeros(1, dtype=np.int64)  # (the texts of a column without)
+
+    def __init__(self, values: np.ndarray, kind: int, texts: list[str] | None = None):
+        self.values = np.ascontiguousarray(values)
+        self.kind = kind
+        self.most = 32  # (an int64: 20 bytes; a float: 29)
+        self.texts = self.text_ends = self._NONE
+        if texts:
+            blob = "".join(texts).encode("ascii")
+            self.texts = np.frombuffer(blob, dtype=np.uint8)
+            self.text_ends = np.cumsum([len(t) for t in texts], dtype=np.int64)
+            self.most = max(4, max(len(t) for t in texts))
 
 
 def _columns(frame: pd.DataFrame) -> _Table | None:
@@ -105,29 +130,40 @@ def _columns(frame: pd.DataFrame) -> _Table | None:
     names = [name, *frame.columns]
     if not all(isinstance(c, str) for c in names) or len(set(names)) != len(names):
         return None
-    dtypes = [frame.index.dtype, *frame.dtypes]
-    if not all(isinstance(d, np.dtype) and d.kind in _KINDS for d in dtypes):
-        return None  # (an extension dtype, nullable integers say: pandas' own rules)
-    arrays, kinds = [], []
-    for values in [frame.index.to_numpy(), *(frame[c].to_numpy() for c in frame.columns)]:
-        kinds.append(_KINDS[values.dtype.kind])
-        if values.dtype.kind in "iu":
-            if values.dtype.kind == "u" and values.size and values.max() > np.iinfo(np.int64).max:
-                return None
-            values = values.astype(np.int64, copy=False)
-        elif values.dtype.kind == "f":
-            values = values.astype(np.float64, copy=False)
-        else:
-            values = values.view(np.uint8)
-        arrays.append(np.ascontiguousarray(values))
-    return _Table(fn, arrays, kinds, [_key(c) for c in names])
+    columns = []
+    for values in [frame.index, *(frame.iloc[:, i] for i in range(frame.shape[1]))]:
+        column = _column(values)
+        if column is None:
+            return None
+        columns.append(column)
+    return _Table(fn, columns, [_json_text(c) + ":" for c in names])
 
 
-def _key(name: str) -> str:
-    """``"name":`` as pandas writes a key (asked of pandas where it escapes a character)."""
-    if all(ch in _PLAIN for ch in name):
-        return f'"{name}":'
-    return pd.DataFrame({name: [0]}).to_json(orient="records")[2:-3]
+def _column(values: pd.Series | pd.Index) -> _Column | None:
+    """``values`` as the C loop reads them, or None where it does not write their dtype."""
+    dtype = values.dtype
+    if isinstance(dtype, np.dtype) and dtype.kind in "iu":
+        array = values.to_numpy()
+        if dtype.kind == "u" and array.size and array.max() > np.iinfo(np.int64).max:
+            return None
+        return _Column(array.astype(np.int64, copy=False), _INT64)
+    if isinstance(dtype, np.dtype) and dtype.kind == "f":
+        return _Column(values.to_numpy().astype(np.float64, copy=False), _FLOAT64)
+    if isinstance(dtype, np.dtype) and dtype.kind == "b":
+        return _Column(values.to_numpy().view(np.uint8), _BOOL)
+    if isinstance(dtype, pd.StringDtype) or (isinstance(dtype, np.dtype) and dtype.kind == "O"):
+        codes, uniques = pd.factorize(values, use_na_sentinel=True)  # (NA, None, NaN: -1)
+        if not all(isinstance(u, str) for u in uniques):
+            return None  # (objects of other types: pandas' own rules)
+        return _Column(codes.astype(np.int64, copy=False), _TEXT, [_json_text(u) for u in uniques])
+    return None  # (an extension dtype, nullable integers say: pandas' own rules)
+
+
+def _json_text(text: str) -> str:
+    """``text`` as pandas writes a string (asked of pandas where it escapes a character)."""
+    if all(ch in _PLAIN for ch in text):
+        return f'"{text}"'
+    return pd.Series([text]).to_json(orient="values")[1:-1]
 
 
 _BUFFERS = threading.local()
@@ -151,11 +187,14 @@ def _piece(frame: pd.DataFrame, table: _Table | None, lo: int, hi: int) -> str:
     n = table.fn(
         lo,
         hi,
-        len(table.arrays),
+        len(table.columns),
         table.addresses.ctypes.data,
         table.kinds.ctypes.data,
         table.keys.ctypes.data,
         table.key_ends.ctypes.data,
+        table.texts.ctypes.data,
+        table.text_ends.ctypes.data,
+        table.row_bytes,
         out.ctypes.data,
         len(out),
     )

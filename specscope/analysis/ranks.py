@@ -38,6 +38,7 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
+from specscope.analysis import jsonrows
 from specscope.analysis.jsonpieces import Encoded
 
 COMPARED = ("window_us", "busy_us", "idle_us", "cpu_step_us")
@@ -154,8 +155,9 @@ def to_json(view: pd.DataFrame | None, labels: list[str]) -> dict | None:
 
 
 def json_value(view: pd.DataFrame | None, labels: list[str]) -> dict | None:
-    """:func:`to_json`, ``per_step`` as the text pandas' encoder makes of it
-    (:class:`.jsonpieces.Encoded`), for an output written in pieces."""
+    """:func:`to_json`, ``per_step`` as the text pandas' encoder makes of it, in pieces
+    (:func:`.jsonrows.record_pieces`, :class:`.jsonpieces.Encoded`), for an output written in
+    pieces."""
     if view is None:
         return None
     return {
@@ -163,5 +165,5 @@ def json_value(view: pd.DataFrame | None, labels: list[str]) -> dict | None:
         "steps": len(view),
         "stragglers": straggler_table(view, list(labels)).reset_index().to_dict("records"),
         "spread": spread_summary(view).reset_index().to_dict("records"),
-        "per_step": Encoded([view.reset_index().to_json(orient="records")]),
+        "per_step": Encoded(jsonrows.record_pieces(view)),
     }

@@ -96,10 +96,33 @@ def test_a_piece_with_an_exponent_value_is_pandas_text(built, monkeypatch) -> No
     assert calls == [(20, 30), (30, 40)]
 
 
+def test_text_columns_are_pandas_text(built) -> None:
+    """Strings (pandas' string dtype and objects), missing ones (None, NaN, NA), escapes and
+    non-ASCII, as a rank label or a kernel's name would be."""
+    labels = ["pid4242", "pid4243/dev1", 'q"uote', "é漢", "tab\there", "", "a\\b"]
+    n = 300
+    rng = np.random.default_rng(3)
+    picks = rng.integers(0, len(labels), n)
+    objects = np.array([labels[i] for i in picks], dtype=object)
+    objects[::7] = None
+    objects[3::11] = np.nan
+    frame = _steps(
+        n,
+        slowest_rank=pd.array([labels[i] for i in picks], dtype="string"),
+        last_to_arrive=objects,
+        none_at_all=np.array([None] * n, dtype=object),
+        x=rng.random(n),
+    )
+    frame.loc[frame.index[5::13], "slowest_rank"] = pd.NA
+    assert jsonrows._columns(frame) is not None
+    for rows in (1, 64, n):
+        assert _text(frame, rows) == _pandas(frame)
+
+
 @pytest.mark.parametrize(
     "make",
     [
-        lambda: _steps(3, s=["a", "b", "c"]),  # a dtype the loop does not write
+        lambda: _steps(3, s=np.array(["a", 1, 2.5], dtype=object)),  # objects not all text
         lambda: _steps(3, c=pd.Categorical(["a", "b", "a"])),
         lambda: _steps(3, x=pd.array([1, None, 3], dtype="Int64")),
         lambda: pd.DataFrame({"x": [1.5, 2.5]}),  # an unnamed index: pandas names it
@@ -160,3 +183,17 @@ def test_per_step_json_of_exports_is_pandas_text(built, name) -> None:
         frame = p.analysis.frame
         assert p.analysis.per_step_json() == _pandas(frame)
         assert _text(frame, 3) == _pandas(frame)
+
+
+def test_cross_rank_json_is_pandas_text(built) -> None:
+    """The cross-rank view of an export of two processes (rank labels as text, NaN where a rank
+    has no value) written by the loop is pandas' text."""
+    from specscope.analysis import ranks
+    from specscope.analysis.auto import analyze_processes
+
+    export = analyze_processes(DATA / "graphs" / "two_proc_graph.sqlite")
+    view = export.cross_rank
+    assert view is not None and any(str(d) in ("object", "str", "string") for d in view.dtypes)
+    assert jsonrows._columns(view) is not None
+    value = ranks.json_value(view, export.labels)
+    assert "".join(value["per_step"].parts) == _pandas(view)
