@@ -65,15 +65,18 @@ def reference(frame: pd.DataFrame, lo: int = 0, hi: int | None = None) -> str:
 
 def record_pieces(frame: pd.DataFrame, piece_rows: int = PIECE_ROWS) -> Iterator[str]:
     """``frame.reset_index().to_json(orient="records")`` in pieces: ``"["``, then the rows
-    ``piece_rows`` at a time (each piece after the first led by its comma), then ``"]"``. Two
-    pieces are written at once where the C loop can write them (module doc)."""
+    ``piece_rows`` at a time with a ``","`` between two, then ``"]"``. Two pieces are written
+    at once where the C loop can write them (module doc); a caller that stops early (a closed
+    pipe) waits for the pieces in flight at most."""
     yield "["
     n = len(frame)
     table = _columns(frame) if n else None
     spans = [(lo, min(lo + piece_rows, n)) for lo in range(0, n, piece_rows)]
     if table is None or len(spans) < 2:
         for i, (lo, hi) in enumerate(spans):
-            yield ("," if i else "") + _piece(frame, table, lo, hi)
+            if i:
+                yield ","
+            yield _piece(frame, table, lo, hi)
     else:
         with ThreadPoolExecutor(2, thread_name_prefix="specscope-json") as pool:
             ahead = [pool.submit(_piece, frame, table, lo, hi) for lo, hi in spans[:2]]
@@ -82,7 +85,9 @@ def record_pieces(frame: pd.DataFrame, piece_rows: int = PIECE_ROWS) -> Iterator
                 ahead[i] = None  # (the text is the caller's now)
                 if i + 2 < len(spans):
                     ahead.append(pool.submit(_piece, frame, table, *spans[i + 2]))
-                yield ("," if i else "") + text
+                if i:
+                    yield ","
+                yield text
     yield "]"
 
 
@@ -100,6 +105,7 @@ class _Table:
         self.keys = np.frombuffer(blob, dtype=np.uint8) if blob else np.zeros(1, np.uint8)
         self.key_ends = np.cumsum([len(k) for k in keys], dtype=np.int64)
         self.row_bytes = 2 + int(self.key_ends[-1]) + sum(c.most + 1 for c in columns)
+        self.buffers = _Buffers()  # (the table is the call's: so are they)
 
 
 class _Column:
@@ -166,16 +172,17 @@ def _json_text(text: str) -> str:
     return pd.Series([text]).to_json(orient="values")[1:-1]
 
 
-_BUFFERS = threading.local()
+class _Buffers(threading.local):
+    """Each thread's output buffer for the pieces of one :func:`record_pieces`, kept for its
+    next piece (a new one's pages are zeroed by the kernel as they are first written: 10-30 ms
+    per 18 MB here) and given up with the call."""
 
+    buf: np.ndarray | None = None
 
-def _buffer(size: int) -> np.ndarray:
-    """This thread's output buffer of at least ``size`` bytes, kept for its next piece (a new
-    one's pages are zeroed by the kernel as they are first written: 10-30 ms per 18 MB)."""
-    buf = getattr(_BUFFERS, "buf", None)
-    if buf is None or len(buf) < size:
-        buf = _BUFFERS.buf = np.empty(size, dtype=np.uint8)
-    return buf
+    def get(self, size: int) -> np.ndarray:
+        if self.buf is None or len(self.buf) < size:
+            self.buf = np.empty(size, dtype=np.uint8)
+        return self.buf
 
 
 def _piece(frame: pd.DataFrame, table: _Table | None, lo: int, hi: int) -> str:
@@ -183,7 +190,7 @@ def _piece(frame: pd.DataFrame, table: _Table | None, lo: int, hi: int) -> str:
     doc), else by pandas."""
     if table is None:
         return reference(frame, lo, hi)
-    out = _buffer(table.row_bytes * (hi - lo))
+    out = table.buffers.get(table.row_bytes * (hi - lo))
     n = table.fn(
         lo,
         hi,

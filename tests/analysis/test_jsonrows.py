@@ -73,6 +73,7 @@ def test_random_columns_of_every_kind_are_pandas_text(built) -> None:
         small=rng.integers(-100, 100, n).astype(np.int8),
         unsigned=rng.integers(0, 1 << 40, n).astype(np.uint64),
         f32=rng.normal(0, 1000, n).astype(np.float32),
+        f16=rng.normal(0, 100, n).astype(np.float16),
         flag=rng.random(n) < 0.5,
     )
     frame.index = pd.Index(rng.permutation(n) * 3 - 50, name="step")
@@ -158,6 +159,18 @@ def test_names_pandas_refuses_raise_as_pandas_does(built, frame) -> None:
         _pandas(frame)
     with pytest.raises(ValueError):
         _text(frame)
+
+
+def test_a_caller_that_stops_early_leaves_no_thread(built) -> None:
+    import threading
+
+    frame = _steps(1000, x=np.arange(1000) / 7)
+    pieces = jsonrows.record_pieces(frame, 10)
+    assert next(pieces) == "["
+    first = next(pieces)
+    assert first == jsonrows.reference(frame, 0, 10)
+    pieces.close()
+    assert not [t for t in threading.enumerate() if t.name.startswith("specscope-json")]
 
 
 def test_no_rows_and_no_loop(built, monkeypatch) -> None:
