@@ -12,8 +12,12 @@ strings or missing: a rank's label in the cross-rank view) as a code per row int
 column's distinct strings, each written as JSON first (plain ones as they are, any other by
 pandas itself, so that its escapes are kept).
 
+The loop is used only where its text of a probe (:func:`_probe`: a value at each branch of
+its rules) is this pandas' text, checked once per process: a pandas version that wrote a value
+otherwise would keep it off, not change the output.
+
 Where pandas writes a piece: :mod:`.native` did not build the loop (no compiler,
-``SPECSCOPE_NATIVE=0``); a column is of another dtype (categories, nullable integers, dates,
+``SPECSCOPE_NATIVE=0``), or the probe differs; a column is of another dtype (categories, nullable integers, dates,
 objects other than strings); the index is not one named level; the column names are not
 unique strings (pandas raises for those, as before); a value of the piece needs the exponent
 form (magnitudes from 1e16 or below 1e-15, not 0). The pieces are the same text either way
@@ -44,8 +48,10 @@ writes the rest of ASCII's controls and every non-ASCII character as ``\\uXXXX``
 
 
 def _function():
-    """``json_records`` of the compiled ``jsonrows.c``, typed, or None (not built)."""
-    lib, _ = native.built(SOURCE)
+    """``json_records`` of the compiled ``jsonrows.c``, typed, or None: not built, or its text
+    of :func:`_probe` is not this pandas' (a pandas that writes a value otherwise: never
+    used then)."""
+    lib, built = native.built(SOURCE)
     if lib is None:
         return None
     try:
@@ -55,7 +61,34 @@ def _function():
     fn.restype = ctypes.c_int64
     fn.argtypes = [ctypes.c_int64] * 3 + [ctypes.c_void_p] * 6 + [ctypes.c_int64]
     fn.argtypes += [ctypes.c_void_p, ctypes.c_int64]
-    return fn
+    if built not in _AGREES:  # (once per process and build)
+        probe = _probe()
+        table = _table(fn, probe)
+        _AGREES[built] = table is not None and _piece(probe, table, 0, len(probe)) == reference(
+            probe
+        )
+    return fn if _AGREES[built] else None
+
+
+_AGREES: dict[str, bool] = {}
+
+
+def _probe() -> pd.DataFrame:
+    """A frame of the values at each branch of ``jsonrows.c``'s rules (but the exponent form,
+    which pandas writes): rounding at half of the tenth decimal, carries into the whole part,
+    the bounds of the fixed form, signs, NaN and infinities; the ends of int64; bools; text
+    with escapes and missing values."""
+    floats = [0.0, -0.0, 0.5, 2.5, 1e-10, 5e-11, 1.5e-10, 2.5e-10, 0.12345678905, 0.99999999995,
+              9.99999999996, -123.456, 1e-15, 1e16, -1e16, 9999999999999998.0, 70.8583739428,
+              1 / 3, np.nan, np.inf, -np.inf]  # fmt: skip
+    n = len(floats)
+    ints = np.resize(np.array([0, -1, 1, np.iinfo(np.int64).min, np.iinfo(np.int64).max]), n)
+    text = np.resize(np.array(["pid1", 'q"/\\', "é", None, ""], dtype=object), n)
+    frame = pd.DataFrame(
+        {"x": floats, "n": ints, "b": np.arange(n) % 3 == 0, "s": text},
+        index=pd.RangeIndex(n, name="step"),
+    )
+    return frame
 
 
 def reference(frame: pd.DataFrame, lo: int = 0, hi: int | None = None) -> str:
@@ -130,7 +163,12 @@ def _columns(frame: pd.DataFrame) -> _Table | None:
     """The table of ``frame.reset_index()`` for the C loop, or None where pandas writes it all
     (module doc)."""
     fn = _function()
-    if fn is None or isinstance(frame.index, pd.MultiIndex):
+    return None if fn is None else _table(fn, frame)
+
+
+def _table(fn, frame: pd.DataFrame) -> _Table | None:
+    """:func:`_columns` with the loop ``fn``."""
+    if isinstance(frame.index, pd.MultiIndex):
         return None
     name = frame.index.name
     names = [name, *frame.columns]

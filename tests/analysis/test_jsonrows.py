@@ -161,6 +161,18 @@ def test_names_pandas_refuses_raise_as_pandas_does(built, frame) -> None:
         _text(frame)
 
 
+def test_a_pandas_that_writes_the_probe_otherwise_keeps_the_loop_off(built, monkeypatch) -> None:
+    """The loop is used only where its text of the probe is this pandas' (once per build)."""
+    assert jsonrows._function() is not None
+    monkeypatch.setattr(jsonrows, "_AGREES", {})
+    real = jsonrows.reference
+    monkeypatch.setattr(jsonrows, "reference", lambda *a: real(*a).replace("0.5", "0.50"))
+    assert jsonrows._function() is None
+    frame = _steps(3, x=np.array([0.5, 1.5, 2.0]))
+    assert jsonrows._columns(frame) is None
+    assert _text(frame) == _pandas(frame).replace("0.5", "0.50")
+
+
 def test_a_caller_that_stops_early_leaves_no_thread(built) -> None:
     import threading
 
