@@ -17,11 +17,11 @@ its rules) is this pandas' text, checked once per process: a pandas version that
 otherwise would keep it off, not change the output.
 
 Where pandas writes a piece: :mod:`.native` did not build the loop (no compiler,
-``SPECSCOPE_NATIVE=0``), or the probe differs; a column is of another dtype (categories, nullable integers, dates,
-objects other than strings); the index is not one named level; the column names are not
-unique strings (pandas raises for those, as before); a value of the piece needs the exponent
-form (magnitudes from 1e16 or below 1e-15, not 0). The pieces are the same text either way
-(``tests/analysis/test_jsonrows.py``).
+``SPECSCOPE_NATIVE=0``), or the probe differs; a column is of another dtype (categories,
+nullable integers, dates, objects other than strings); the index is not one named level; the
+column names are not unique strings (pandas raises for those, as before); a value of the
+piece needs the exponent form (magnitudes from 1e16 or below 1e-15, not 0). The pieces are
+the same text either way (``tests/analysis/test_jsonrows.py``).
 """
 
 from __future__ import annotations
