@@ -94,7 +94,7 @@ def test_a_piece_with_an_exponent_value_is_pandas_text(built, monkeypatch) -> No
     reference = jsonrows.reference
     monkeypatch.setattr(jsonrows, "reference", lambda *a: calls.append(a[1:]) or reference(*a))
     assert _text(frame, 10) == _pandas(frame)
-    assert calls == [(20, 30), (30, 40)]
+    assert sorted(calls) == [(20, 30), (30, 40)]  # (two threads: in either order)
 
 
 def test_text_columns_are_pandas_text(built) -> None:
