@@ -186,23 +186,28 @@ def _machine_checks(gpus: list[manifest.Gpu], packages: dict[str, str | None]) -
 
 
 def reader_check() -> Check:
-    """``reader``: the C fast paths (the page scan's, the per-step sums') built and loaded
-    here, or why not."""
-    from specscope.analysis import native
+    """``reader``: the C fast paths (the page scan's, the per-step sums', the per-step JSON's)
+    built and loaded here, or why not."""
+    from specscope.analysis import jsonrows, native
 
     fn, what = native.describe()
     sums, sums_what = native.built(native.OPSUMS)
-    if fn is not None and sums is not None:
+    rows, rows_what = native.built(jsonrows.SOURCE)
+    if rows is not None and jsonrows._function() is None:
+        rows, rows_what = None, f"{rows_what} writes a value otherwise than this pandas"
+    if fn is not None and sums is not None and rows is not None:
         return Check(
             "reader",
             OK,
-            f"exports are page-scanned and summed with the C fast paths ({what}, {sums_what})",
+            "exports are page-scanned, summed and their steps written as JSON with the C fast "
+            f"paths ({what}, {sums_what}, {rows_what})",
         )
+    why = what if fn is None else sums_what if sums is None else rows_what
     return Check(
         "reader",
         WARN,
-        "exports are page-scanned and summed in numpy only (the same results, slower): "
-        f"{what if fn is None else sums_what}",
+        "exports are page-scanned, summed or written as JSON in numpy and pandas only (the "
+        f"same results, slower): {why}",
         "install a C compiler (gcc), set CC, or unset SPECSCOPE_NATIVE",
     )
 

@@ -482,7 +482,7 @@ def test_doctor_says_how_exports_are_read(fake_env, monkeypatch, tmp_path, cc):
     reader = next(line for line in r.output.splitlines() if "reader" in line)
     if cc is None:
         assert reader.startswith("ok    reader") and str(tmp_path / "cache") in reader
-        assert "opsums-" in reader and "pagescan-" in reader
+        assert "opsums-" in reader and "pagescan-" in reader and "jsonrows-" in reader
     else:
         assert reader.startswith("warn  reader") and "no-such-cc" in reader and "fix:" in reader
 
