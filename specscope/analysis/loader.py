@@ -974,7 +974,9 @@ def _call_pids(a_gtid: np.ndarray) -> np.ndarray:
     view would make an array of every call's, 8 bytes each)."""
     if a_gtid.strides == (0,) and len(a_gtid):
         return np.broadcast_to((a_gtid[:1] >> 24) & _PID_MASK, a_gtid.shape)
-    return (a_gtid >> 24) & _PID_MASK
+    pids = a_gtid >> 24
+    pids &= _PID_MASK  # (in place: one array of every call's, not two)
+    return pids
 
 
 def calls_by_process(calls: list[np.ndarray]) -> list[np.ndarray]:
@@ -994,13 +996,19 @@ def calls_by_process(calls: list[np.ndarray]) -> list[np.ndarray]:
         return calls
     pids = _call_pids(gtid)
     lo, hi = int(pids.min()), int(pids.max())
-    if hi - lo < 1 << 16:  # (pids near one another, as a server's ranks are: counted)
-        found = (np.flatnonzero(np.bincount(pids - lo)) + lo).tolist()
+    if hi - lo < 1 << 16:  # (pids near one another, as a server's ranks are: counted, and
+        pids -= lo  # each one's place looked up in a table of their range: no sort, and no
+        present = np.flatnonzero(np.bincount(pids))  # temporary of every call's but these)
+        if not 1 < len(present) <= 64:
+            return calls
+        place = np.zeros(hi - lo + 1, dtype=np.uint8)
+        place[present] = np.arange(len(present), dtype=np.uint8)
+        index = place[pids]
     else:
         found = sorted(few_distinct(pids, 64) or [])
-    if not 1 < len(found) <= 64:
-        return calls
-    index = np.searchsorted(np.array(found, dtype=pids.dtype), pids).astype(np.uint8)
+        if not 1 < len(found) <= 64:
+            return calls
+        index = np.searchsorted(np.array(found, dtype=pids.dtype), pids).astype(np.uint8)
     del pids
     grouped = grouped_rows({"process": index} | {str(k): c for k, c in enumerate(calls)}, "process")
     return [grouped[str(k)] for k in range(len(calls))]
