@@ -79,7 +79,7 @@ from specscope.analysis.opsread import (
     runtime_sql,
 )
 from specscope.analysis.opsread import PID_MASK as _PID_MASK
-from specscope.analysis.opsums import DeviceScatter
+from specscope.analysis.opsums import DeviceScatter, present_values
 from specscope.analysis.parallel import beside
 from specscope.analysis.sqlread import (
     SQLITE_MAGIC,
@@ -1215,15 +1215,19 @@ def grouped_rows(columns: dict[str, np.ndarray], key: str) -> dict[str, np.ndarr
     if in_device_order(device):
         return columns
     lo, hi = int(device.min()), int(device.max())
-    if hi - lo < 1 << 16:  # (device ids: small numbers, counted without a sort)
-        counts = np.bincount(device - device.dtype.type(lo))
-        ids = np.flatnonzero(counts) + lo
-        counts = counts[counts > 0]
+    near = hi - lo < 1 << 16  # (device ids: small numbers, counted without a sort)
+    if near and (ids := present_values(device, lo, hi)) is not None:
+        scatter = DeviceScatter(device, ids)  # (the C loops: opsums.py; its counts)
     else:
-        ids, counts = np.unique(device, return_counts=True)
+        if near:
+            counts = np.bincount(device - device.dtype.type(lo))
+            ids = np.flatnonzero(counts) + lo
+            counts = counts[counts > 0]
+        else:
+            ids, counts = np.unique(device, return_counts=True)
+        scatter = DeviceScatter(device, ids, counts)
     names = list(columns)  # (their order)
-    grouped = {key: np.repeat(ids, counts).astype(device.dtype, copy=False)}
-    scatter = DeviceScatter(device, ids, counts)  # (the C loop: opsums.py)
+    grouped = {key: np.repeat(ids, scatter.counts).astype(device.dtype, copy=False)}
     # each column moved in C (the order of the rows never made), else the reference: each
     # column gathered in the order of the rows
     order = scatter if scatter.fn is not None else scatter.rows

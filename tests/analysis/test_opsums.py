@@ -480,6 +480,23 @@ def test_moved_columns_memory_reused_only_when_nothing_else_holds_it(built):
     del pages
 
 
+@pytest.mark.parametrize("distinct", [2, 300])
+def test_device_rows_counted_from_the_slots_as_numpy_counts_them(built, distinct):
+    """by_device's devices found by one C pass (present_values) and their rows counted from
+    the slots the moves read; beyond 256 devices (no slots) counted by numpy: the same counts
+    as np.unique's either way."""
+    rng = np.random.default_rng(distinct)
+    device = rng.integers(3, 3 + distinct, CHUNK_ROWS + 5).astype(np.int16)
+    ids, counts = np.unique(device, return_counts=True)
+    got = opsums.present_values(device, int(device.min()), int(device.max()))
+    assert np.array_equal(got, ids)
+    assert opsums.present_values(device, int(device.min()) + 1, int(device.max())) is None
+    scatter = opsums.DeviceScatter(device, ids)
+    assert (scatter.fn is not None) == (distinct <= 256)
+    assert np.array_equal(scatter.counts, counts)
+    assert np.array_equal(scatter.starts, np.r_[0, np.cumsum(counts)[:-1]])
+
+
 def test_device_ids_far_apart_make_no_table_of_their_range(built, monkeypatch):
     """Device ids spread over the int32 range (a damaged or unusual export): no table of
     their whole range (2**31 entries were 8 GiB), and the rows grouped by the reference."""
