@@ -73,6 +73,11 @@ def _function():
 _AGREES: dict[str, bool] = {}
 
 
+def available() -> bool:
+    """Whether the C loop writes the JSON here (built, and its probe this pandas' text)."""
+    return _function() is not None
+
+
 def _probe() -> pd.DataFrame:
     """A frame of the values at each branch of ``jsonrows.c``'s rules (but the exponent form,
     which pandas writes): rounding at half of the tenth decimal, carries into the whole part,

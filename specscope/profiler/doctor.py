@@ -193,7 +193,7 @@ def reader_check() -> Check:
     fn, what = native.describe()
     sums, sums_what = native.built(native.OPSUMS)
     rows, rows_what = native.built(jsonrows.SOURCE)
-    if rows is not None and jsonrows._function() is None:
+    if rows is not None and not jsonrows.available():
         rows, rows_what = None, f"{rows_what} writes a value otherwise than this pandas"
     if fn is not None and sums is not None and rows is not None:
         return Check(
