@@ -62,11 +62,7 @@ def _function():
     fn.argtypes = [ctypes.c_int64] * 3 + [ctypes.c_void_p] * 6 + [ctypes.c_int64]
     fn.argtypes += [ctypes.c_void_p, ctypes.c_int64]
     if built not in _AGREES:  # (once per process and build)
-        probe = _probe()
-        table = _table(fn, probe)
-        _AGREES[built] = table is not None and _piece(probe, table, 0, len(probe)) == reference(
-            probe
-        )
+        _AGREES[built] = _writes_as_pandas(fn)
     return fn if _AGREES[built] else None
 
 
@@ -76,6 +72,13 @@ _AGREES: dict[str, bool] = {}
 def available() -> bool:
     """Whether the C loop writes the JSON here (built, and its probe this pandas' text)."""
     return _function() is not None
+
+
+def _writes_as_pandas(fn) -> bool:
+    """Whether the loop ``fn``'s text of :func:`_probe` is this pandas' own."""
+    probe = _probe()
+    table = _table(fn, probe)
+    return table is not None and _piece(probe, table, 0, len(probe)) == reference(probe)
 
 
 def _probe() -> pd.DataFrame:
@@ -89,11 +92,10 @@ def _probe() -> pd.DataFrame:
     n = len(floats)
     ints = np.resize(np.array([0, -1, 1, np.iinfo(np.int64).min, np.iinfo(np.int64).max]), n)
     text = np.resize(np.array(["pid1", 'q"/\\', "é", None, ""], dtype=object), n)
-    frame = pd.DataFrame(
+    return pd.DataFrame(
         {"x": floats, "n": ints, "b": np.arange(n) % 3 == 0, "s": text},
         index=pd.RangeIndex(n, name="step"),
     )
-    return frame
 
 
 def reference(frame: pd.DataFrame, lo: int = 0, hi: int | None = None) -> str:
