@@ -480,6 +480,43 @@ def test_moved_columns_memory_reused_only_when_nothing_else_holds_it(built):
     del pages
 
 
+def test_columns_of_one_width_moved_on_one_thread_over_each_others_memory(built):
+    """by_device's two shares hold each width's columns whole, the widest first, each width
+    on the share with fewer bytes; on its share a column is written over the memory of the
+    one before it of its width, and a moved column no later one can take is not kept."""
+    from specscope.analysis.loader import _gathered, _shares
+
+    rng = np.random.default_rng(5)
+    n = 1000
+    columns = {
+        "a8": rng.integers(0, 1 << 40, n),
+        "b4": rng.integers(0, 100, n).astype(np.int32),
+        "c8": rng.integers(0, 1 << 40, n),
+        "d1": rng.integers(0, 3, n).astype(np.int8),
+        "e4": rng.integers(0, 100, n).astype(np.int32),
+        "f4": rng.integers(0, 100, n).astype(np.int32),
+        "one": np.broadcast_to(np.int64(7), (n,)),  # (a column of one value: no bytes)
+    }
+    mine, theirs = _shares(dict(columns))
+    assert list(mine) == ["a8", "c8"] and list(theirs) == ["b4", "e4", "f4", "d1", "one"]
+    del mine, theirs
+    device = rng.integers(0, 4, n).astype(np.int32)
+    ids, counts = np.unique(device, return_counts=True)
+    scatter = opsums.DeviceScatter(device, ids, counts)
+    order = np.argsort(device, kind="stable")
+    want = {name: values[order] for name, values in columns.items() if name != "one"}
+    share = {name: columns.pop(name) for name in ("b4", "e4", "f4")}
+    at = {name: values.__array_interface__["data"][0] for name, values in share.items()}
+    got = _gathered(share, scatter)  # (the share's columns held by it alone)
+    placed = {name: values.__array_interface__["data"][0] for name, values in got.items()}
+    assert placed["e4"] == at["b4"] and placed["f4"] == at["e4"]
+    assert placed["b4"] not in at.values()
+    for name in ("b4", "e4", "f4"):
+        assert np.array_equal(got[name], want[name]), name
+    for name, values in _gathered({"a8": columns.pop("a8"), "d1": columns["d1"]}, scatter).items():
+        assert np.array_equal(values, want[name]), name  # (the 8-byte one left: not kept)
+
+
 @pytest.mark.parametrize("distinct", [2, 300])
 def test_device_rows_counted_from_the_slots_as_numpy_counts_them(built, distinct):
     """by_device's devices found by one C pass (present_values) and their rows counted from
