@@ -129,9 +129,12 @@ def _echo_pieces(pieces) -> None:
     out.flush()
 
 
-def _analyze_export(path: Path, spec_args: SpecArgs, collective: str, fmt: str, totals: bool):
+def _analyze_export(path: Path, spec_args: SpecArgs, collective: str, fmt: str, totals: bool,
+                    timeline: bool):  # fmt: skip
     """Every (process, device) of one export (``analysis.auto``: zero-config without a spec);
-    None when no steps were found but ``--totals`` could still be printed (with a warning)."""
+    None when no steps were found but ``--totals`` could still be printed (with a warning).
+    The operations of each analysis are kept for ``--timeline`` alone (the rest reads the
+    metrics)."""
     from specscope.analysis.spec import reads_graph_launches
 
     spec = spec_args.given_spec
@@ -145,7 +148,9 @@ def _analyze_export(path: Path, spec_args: SpecArgs, collective: str, fmt: str, 
     if collective and options.pid is None and len(process_devices(trace)) > 1:
         options = options.counting(collective)  # several processes: the straggler's metric
     try:
-        return analyze_processes(trace, spec, options, collective=collective or None)
+        return analyze_processes(
+            trace, spec, options, collective=collective or None, ops_kept=timeline
+        )
     except SpecError as e:
         if not totals:
             raise
@@ -315,7 +320,7 @@ def analyze(traces: tuple[Path, ...], spec_args: SpecArgs, fmt: str, db: Path | 
         _analyze_several(traces, spec_args, fmt, db, jobs, dask_scheduler, collective)
         return
     with progress_bar(traces[0].name):
-        export = _analyze_export(traces[0], spec_args, collective, fmt, totals)
+        export = _analyze_export(traces[0], spec_args, collective, fmt, totals, timeline)
     if export is None:
         return  # no steps: the whole-capture totals were printed
     if len(export.processes) > 1:

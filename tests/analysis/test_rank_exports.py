@@ -55,6 +55,24 @@ def test_each_rank_equals_its_own_export(exports):
     assert x.cross_rank is not None and len(x.cross_rank) > 10
 
 
+@pytest.mark.parametrize("spec", [load_preset("eagle"), None])
+def test_analyses_without_their_operations_are_the_same(exports, spec):
+    """``ops_kept=False`` (the CLI's analyze without --timeline) keeps each analysis without
+    its operations, and nothing else changes: the same metrics, summaries, notes and view."""
+    _, merged = exports
+    kept = analyze_processes(merged, spec)
+    lean = analyze_processes(merged, spec, ops_kept=False)
+    assert len(lean.processes) == len(kept.processes) == 3
+    for a, b in zip(kept.processes, lean.processes, strict=True):
+        assert a.analysis.steps is not None and b.analysis.steps is None
+        assert b.analysis.trace is not None  # (--totals reads it)
+        pd.testing.assert_frame_equal(a.analysis.frame, b.analysis.frame)
+        pd.testing.assert_frame_equal(a.analysis.summary, b.analysis.summary)
+        assert a.analysis.notes == b.analysis.notes and (a.choice, a.hint) == (b.choice, b.hint)
+    pd.testing.assert_frame_equal(kept.cross_rank, lean.cross_rank)
+    assert "".join(kept.json_pieces()) == "".join(lean.json_pieces())
+
+
 def test_a_ranks_operations_are_read_in_place(exports):
     """The joined export's operations come grouped by device (rows interleaved in the file);
     a rank's steps hold a stretch of them, not a copy."""
