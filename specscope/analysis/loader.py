@@ -1227,7 +1227,7 @@ def grouped_rows(columns: dict[str, np.ndarray], key: str) -> dict[str, np.ndarr
             ids, counts = np.unique(device, return_counts=True)
         scatter = DeviceScatter(device, ids, counts)
     names = list(columns)  # (their order)
-    grouped = {key: np.repeat(ids, scatter.counts).astype(device.dtype, copy=False)}
+    grouped = {key: np.repeat(ids.astype(_narrowest(ids, device.dtype)), scatter.counts)}
     # each column moved in C (the order of the rows never made), else the reference: each
     # column gathered in the order of the rows
     order = scatter if scatter.fn is not None else scatter.rows
@@ -1239,6 +1239,19 @@ def grouped_rows(columns: dict[str, np.ndarray], key: str) -> dict[str, np.ndarr
     grouped |= _gathered(mine, order)
     grouped |= other.result()
     return {name: grouped[name] for name in names}
+
+
+def _narrowest(ids: np.ndarray, dtype: np.dtype) -> np.dtype:
+    """The narrowest of int8, int16 and ``dtype`` (an integer type) that holds ``ids``: the
+    grouped column of :func:`grouped_rows`, made again from them (the operations' devices:
+    int8, 60 MB less at 20 M operations), as :func:`.memory.narrow_ids` narrows stream ids."""
+    for small in (np.int8, np.int16):
+        if np.dtype(small).itemsize >= np.dtype(dtype).itemsize:
+            break
+        info = np.iinfo(small)
+        if not len(ids) or (info.min <= ids.min() and ids.max() <= info.max):
+            return np.dtype(small)
+    return np.dtype(dtype)
 
 
 def _shares(columns: dict[str, np.ndarray]) -> tuple[dict, dict]:

@@ -497,12 +497,17 @@ class DeviceScatter:
         self.starts = np.concatenate([[0], np.cumsum(self.counts)[:-1]]).astype(np.int64)
         if self.fn is not None and int(np.sum(self.counts)) != len(device):
             self.fn = None
+        self.n = len(device)
+        if self.fn is not None:  # (the slots say it all: the device ids' column not held on
+            self.device = None  # while the columns move, 80 MB at 20 M operations)
 
     @functools.cached_property
     def rows(self) -> np.ndarray:
         """The order of the rows that puts each device's together: the reference, whose
         gather of each column :func:`.loader.by_device` makes where :meth:`column` cannot."""
-        small = np.int32 if len(self.device) < np.iinfo(np.int32).max else np.int64
+        small = np.int32 if self.n < np.iinfo(np.int32).max else np.int64
+        if self.device is None:  # (each row's place among ``ids``: its slot)
+            return np.argsort(self.slot, kind="stable").astype(small)
         return np.concatenate([np.flatnonzero(self.device == d).astype(small) for d in self.ids])
 
     def column(self, values: np.ndarray, into: np.ndarray | None = None) -> np.ndarray | None:
@@ -514,7 +519,7 @@ class DeviceScatter:
             return None
         if not values.flags.c_contiguous or values.dtype.itemsize not in (1, 2, 4, 8):
             return None
-        if len(values) != len(self.device) or values.dtype.hasobject:
+        if len(values) != self.n or values.dtype.hasobject:
             return None
         if into is not None and into.nbytes == values.nbytes and into.flags.c_contiguous:
             out = into.reshape(-1).view(values.dtype)

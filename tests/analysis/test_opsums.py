@@ -427,7 +427,10 @@ def test_devices_rows_put_together_alike(built, monkeypatch, n_devices, n):
         assert np.array_equal(got[name], want[name]), name
     device = columns()["device_id"]
     ids, counts = np.unique(device, return_counts=True)
-    assert opsums.DeviceScatter(device, ids, counts).fn is not None  # (C did move them)
+    scatter = opsums.DeviceScatter(device, ids, counts)
+    assert scatter.fn is not None  # (C did move them)
+    assert scatter.device is None  # (not held while they move: the order from the slots)
+    assert np.array_equal(scatter.rows, np.argsort(device, kind="stable"))
 
 
 @pytest.mark.parametrize("distinct,dtype", [(1, np.int32), (40, np.int32), (300, np.int64)])
