@@ -560,6 +560,9 @@ class Trace:
         del columns
         names = named.result()
         del named
+        # (the categories kept, the categoricals not: by_device gives up the codes it moves)
+        categories = {name: values.categories for name, values in names.items()}
+        names = {name: values.codes for name, values in names.items()}
         grouped = in_device_order(device)  # (else each device's rows are put together below)
         if execs is not None and grouped:  # graph launches from this read, beside the matching
             group = (start, end, corr, device, pid, kind, in_graph, execs)
@@ -578,13 +581,13 @@ class Trace:
             "stream_id": stream,
             "pid": pid,
             "correlation_id": corr,
-            **{name: values.codes for name, values in names.items()},
+            **names,
             "kind": kind,
             "in_graph": in_graph,
             "copy_kind": copy_code,
             "bytes": nbytes,
         }
-        del start, end, device, stream, pid, corr, kind, in_graph, copy_code, nbytes
+        del start, end, device, stream, pid, corr, kind, in_graph, copy_code, nbytes, names
         if not grouped:
             if execs is not None:
                 columns["exec"] = execs
@@ -601,7 +604,6 @@ class Trace:
         # bytes: of copies and memsets only (a few % of the ops of a step): sparse, 8 bytes per
         # copy instead of 4 per op (20 M ops: 76 MB less)
         columns["bytes"] = pd.arrays.SparseArray(columns["bytes"], fill_value=0)
-        categories = {name: values.categories for name, values in names.items()}
         categories |= {"kind": KINDS, "copy_kind": COPY_KINDS}
         for name, labels in categories.items():
             codes = columns[name]
