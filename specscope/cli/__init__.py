@@ -122,6 +122,33 @@ not by the collector: the peak RSS of 20 M GPU operations is the same (964 MiB, 
 output; ``python -c`` running ``main`` after ``gc.set_threshold``, 2026-12-02). Cycles are
 still collected, after 50 000 allocations instead of 700."""
 
+MALLOC_ARENAS = 1
+"""glibc's malloc arenas for :data:`QUICK_EXIT_COMMANDS` (``mallopt(M_ARENA_MAX)``) where the
+user set no ``MALLOC_ARENA_MAX``: glibc gives each thread that allocates an arena of its own
+(up to 8 per core), and memory freed in one is kept for that thread. The analyses of a
+tensor-parallel export's ranks run on two threads (:mod:`.analysis.eachprocess`), each
+freeing its temporaries into its own arena: during the analyses of 8 ranks of 2.5 M GPU
+operations the RSS rose to 1167-1250 MiB (1012 MiB one after the other), in one arena to
+1110-1125 MiB, where the next analysis takes that memory again; ``ranks4`` peaked at 620
+against 548 MiB. Alternating runs (``ops2m``, ``ops2m_el``: eight each; ``ranks4``: four)
+took the same time both ways (``bench/README.md``, twentieth session)."""
+_M_ARENA_MAX = -8  # (glibc's malloc.h)
+
+
+def _limit_malloc_arenas(arenas: int) -> bool:
+    """``mallopt(M_ARENA_MAX, arenas)`` where the C library is glibc and the environment does
+    not set it already; whether it was set."""
+    if sys.platform != "linux" or "MALLOC_ARENA_MAX" in os.environ:
+        return False
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None)  # (the process' own C library)
+        libc.gnu_get_libc_version  # noqa: B018 (glibc's: musl has no M_ARENA_MAX)
+        return libc.mallopt(_M_ARENA_MAX, arenas) == 1
+    except (OSError, AttributeError):
+        return False
+
 
 def main() -> None:
     """Console-script entry point: the command, then the end of the process (:func:`end`)."""
@@ -130,6 +157,7 @@ def main() -> None:
     if command in QUICK_EXIT_COMMANDS:
         os.environ.setdefault(BLAS_THREADS, "1")  # (before numpy is imported)
         gc.set_threshold(*GC_THRESHOLDS)  # (before pandas is imported)
+        _limit_malloc_arenas(MALLOC_ARENAS)  # (before any thread allocates)
     try:
         cli(prog_name="specscope")
         code = 0

@@ -5,6 +5,7 @@ exit."""
 from __future__ import annotations
 
 import os
+import platform
 import subprocess
 import sys
 from pathlib import Path
@@ -140,3 +141,29 @@ def test_commands_that_only_read_collect_cycles_less_often(command, quick):
     before, after = done.stderr.decode().split("GC ")[1].strip().split(") (")
     assert (after.strip("()") == str(cli_module.GC_THRESHOLDS).strip("()")) is quick
     assert (before.strip("()") == after.strip("()")) is not quick
+
+
+@pytest.mark.parametrize(
+    ("command", "arenas"), [("analyze", "[1]"), ("doctor", "[]")], ids=["reading", "workload"]
+)
+def test_commands_that_only_read_keep_one_malloc_arena(command, arenas):
+    """The commands that read exports ask glibc for one malloc arena before any thread
+    allocates; those that may run a workload leave malloc alone."""
+    code = (
+        "import atexit, sys; import specscope.cli as c; asked = []; "
+        "limit = c._limit_malloc_arenas; "
+        "c._limit_malloc_arenas = lambda n: asked.append(n) or limit(n); "
+        "atexit.register(lambda: print('ARENAS', asked, file=sys.stderr)); "
+        "sys.argv = ['specscope', *sys.argv[1:]]; c.main()"
+    )
+    done = subprocess.run([sys.executable, "-c", code, command, "--help"], capture_output=True)
+    assert done.returncode == 0, done.stderr
+    assert f"ARENAS {arenas}" in done.stderr.decode()
+
+
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="glibc's mallopt")
+def test_malloc_arenas_limited_unless_the_user_chose(monkeypatch):
+    monkeypatch.delenv("MALLOC_ARENA_MAX", raising=False)
+    assert cli_module._limit_malloc_arenas(cli_module.MALLOC_ARENAS)
+    monkeypatch.setenv("MALLOC_ARENA_MAX", "4")  # (glibc read it at the start: theirs)
+    assert not cli_module._limit_malloc_arenas(cli_module.MALLOC_ARENAS)
