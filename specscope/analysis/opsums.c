@@ -366,6 +366,24 @@ int64_t scatter_rows(int64_t n, const uint8_t *slot, int64_t *pos, const void *s
     return 0;
 }
 
+/* Where scatter_rows moves each of m rows (rows: increasing, int32 or int64 by rw): its
+   place, from one pass over every row's slot (pos: each slot's stretch's start, advanced
+   here). A column of a few rows (the bytes of copies and memsets) moved without a column of
+   every row's. */
+int64_t scatter_places(int64_t n, const uint8_t *slot, int64_t *pos, int64_t m, const void *rows,
+                       int rw, int64_t *out) {
+    int64_t j = 0, next = m ? at(rows, rw, 0) : -1;
+    for (int64_t i = 0; i < n; i++) {
+        if (i == next) {
+            out[j++] = pos[slot[i]];
+            next = j < m ? at(rows, rw, j) : -1;
+            if (next >= 0 && next <= i) return -1;  /* (not increasing) */
+        }
+        pos[slot[i]]++;
+    }
+    return j == m ? 0 : -1;
+}
+
 /* coverage_prefix of intervals whose starts are k sorted runs (bounds: k + 1 row numbers),
    merged here in start order (a start equal in two runs: the earlier run's first, as a
    stable sort puts them) instead of sorted: the same s, emax and holes, without an order of

@@ -42,6 +42,7 @@ _SIGNATURES = {
     "coverage_merge": [_I, _P, _P, _P, _I, _P, _P, _P, _P],
     "device_slots": [_I, _P, _W, _I, _P, _I, _P],
     "scatter_rows": [_I, _P, _P, _P, _W, _P],
+    "scatter_places": [_I, _P, _P, _I, _P, _W, _P],
     "codes_present": [_I, _P, _W, _I, _I, _P],
     "codes_remap": [_I, _P, _W, _I, _I, _P, _P, _W],
     "launch_lookup": [_I, _P, _W, _I, _P, _W, _I, _P, _P, _P, _P, _P, _W, _I, _I, _P, _P, _I]
@@ -509,6 +510,20 @@ class DeviceScatter:
         if self.device is None:  # (each row's place among ``ids``: its slot)
             return np.argsort(self.slot, kind="stable").astype(small)
         return np.concatenate([np.flatnonzero(self.device == d).astype(small) for d in self.ids])
+
+    def places(self, rows: np.ndarray) -> np.ndarray:
+        """Where the rows ``rows`` (increasing) are once moved (int64): in one C pass over the
+        slots (``scatter_places``), else the reference, each row's place in :attr:`rows`."""
+        fn = _function("scatter_places")
+        if self.fn is not None and fn is not None and _ints(rows) and rows.dtype.itemsize >= 4:
+            rows = np.ascontiguousarray(rows)
+            out, pos = np.empty(len(rows), dtype=np.int64), self.starts.copy()
+            w = rows.dtype.itemsize
+            if fn(self.n, _p(self.slot), _p(pos), len(rows), _p(rows), w, _p(out)) == 0:
+                return out
+        place = np.empty(self.n, dtype=np.int64)
+        place[self.rows] = np.arange(self.n)
+        return place[rows]
 
     def column(self, values: np.ndarray, into: np.ndarray | None = None) -> np.ndarray | None:
         """``values`` with each device's rows together, or None; written into the memory of

@@ -520,6 +520,34 @@ def test_columns_of_one_width_moved_on_one_thread_over_each_others_memory(built)
         assert np.array_equal(values, want[name]), name  # (the 8-byte one left: not kept)
 
 
+@pytest.mark.parametrize("rows_dtype", [np.int32, np.int64])
+def test_places_of_a_few_rows_found_alike(built, monkeypatch, rows_dtype):
+    """Where the rows of a column of few values go (DeviceScatter.places): the C pass over
+    the slots and numpy's reference alike, and by_device moves such a column (FewRows) to
+    where it moves a whole one."""
+    from specscope.analysis.loader import FewRows, by_device
+
+    rng = np.random.default_rng(11)
+    n = 20_000
+    device = rng.integers(0, 5, n).astype(np.int32)
+    ids, counts = np.unique(device, return_counts=True)
+    for rows in (np.flatnonzero(rng.random(n) < 0.05), np.arange(0), np.array([0, n - 1])):
+        rows = rows.astype(rows_dtype)
+        got = opsums.DeviceScatter(device, ids, counts).places(rows)
+        monkeypatch.setattr(opsums, "_function", lambda name: None)
+        want = opsums.DeviceScatter(device, ids, counts).places(rows)
+        monkeypatch.undo()
+        assert got.dtype == want.dtype == np.int64 and np.array_equal(got, want)
+        assert np.array_equal(want, np.argsort(np.argsort(device, kind="stable"))[rows])
+    back = np.array([5, 3])  # (not increasing: the C pass refuses them, numpy places them)
+    place = np.argsort(np.argsort(device, kind="stable"))
+    assert np.array_equal(opsums.DeviceScatter(device, ids, counts).places(back), place[back])
+    nbytes = np.where(rng.random(n) < 0.05, rng.integers(1, 1 << 20, n), 0).astype(np.int32)
+    moved = by_device({"device_id": device, "bytes": FewRows.of(nbytes)})["bytes"]
+    assert np.array_equal(moved.dense(), nbytes[np.argsort(device, kind="stable")])
+    assert moved.dense().dtype == np.int32
+
+
 @pytest.mark.parametrize("distinct", [2, 300])
 def test_device_rows_counted_from_the_slots_as_numpy_counts_them(built, distinct):
     """by_device's devices found by one C pass (present_values) and their rows counted from
