@@ -6,7 +6,8 @@
 # EXPORTS holds ops2m.sqlite, ops2m_nonvtx.sqlite, ops20m.sqlite and ops20m_nonvtx.sqlite
 # (bench/README.md, "Running"; the 20 M ones take minutes to make), ops2m_b.sqlite for
 # bench_cli.py's compare, and ranks4.sqlite and ranks8.sqlite (tensor-parallel ranks in one
-# export, bench/merge_ranks.py) and ops2m_el.sqlite and ops2m_el_nonvtx.sqlite (eager launches,
+# export, bench/merge_ranks.py; ranks8x20m.sqlite: 8 ranks of 2.5 M) and ops2m_el.sqlite and
+# ops2m_el_nonvtx.sqlite (eager launches,
 # make_export.py --launches eager), each skipped where it is not there. Run it on an otherwise
 # idle machine: about 7 minutes on 2 cores.
 set -e
@@ -22,6 +23,9 @@ python bench/bench_cli.py --a "$exports/ops2m.sqlite" --b "$exports/ops2m_b.sqli
 if [ -f "$exports/ranks4.sqlite" ] && [ -f "$exports/ranks8.sqlite" ]; then
   python bench/bench_scale.py "$exports/ranks4.sqlite" "$exports/ranks8.sqlite"
   python bench/bench_scale.py "$exports/ranks4.sqlite" --preset '' --no-nsys
+fi
+if [ -f "$exports/ranks8x20m.sqlite" ]; then  # (20 M GPU ops of 8 ranks: the 20 M goal's TP case)
+  python bench/bench_scale.py "$exports/ranks8x20m.sqlite" --no-nsys
 fi
 if [ -f "$exports/ops2m_el.sqlite" ] && [ -f "$exports/ops2m_el_nonvtx.sqlite" ]; then
   python bench/bench_analyze.py "$exports/ops2m_el.sqlite"
