@@ -430,8 +430,8 @@ def analyze_processes(
     nothing can be analysed: with a spec, the error of ``analyze(path, spec, options)``.
     ``ops_kept=False``: each analysis is kept without its operations (:attr:`.run.Analysis.steps`:
     the step and anchor of each one) once made, for a caller that reads its metrics, summary
-    and notes only; the analyses of 8 ranks of 2.5 M GPU operations held 0.12 GB of them
-    while the later ones ran.
+    and notes only; the analyses of 8 ranks of 2.5 M GPU operations held 0.12-0.14 GB of
+    them while the later ones ran.
     """
     trace = source if isinstance(source, Trace) else load(source)
     validated(trace)  # rows with impossible times dropped before anything reads the frames

@@ -1212,9 +1212,10 @@ def grouped_rows(columns: dict[str, np.ndarray], key: str) -> dict[str, np.ndarr
     interleaved in time; each rank's analysis reads its device's operations. Copying those
     out per rank held every operation twice (8 M operations of 4 ranks: 0.4 GB more) and
     read every column once per rank; the reordering is one gather per column, each column
-    given up once gathered, half of the columns on a second thread (:func:`.parallel.beside`:
-    numpy's gathers let go of the GIL). Columns of one value (:func:`.memory.one_value_view`)
-    stay so."""
+    given up once gathered, the columns shared out by width between two threads
+    (:func:`_shares`, :func:`.parallel.beside`: the moves let go of the GIL). Columns of one
+    value (:func:`.memory.one_value_view`) stay so; a :class:`FewRows` column is moved by the
+    places of its rows."""
     device = columns[key]
     if in_device_order(device):
         return columns
@@ -1291,8 +1292,8 @@ def _shares(columns: dict[str, np.ndarray]) -> tuple[dict, dict]:
     one width (bytes a row) all in one share, the widest first, each width to the share with
     fewer bytes so far. A moved column's memory is then written again by the next column of
     its share (of its width), where alternate columns on each thread left a column of every
-    width spare on both (8 M GPU operations of 8 ranks: the peak RSS 0.6 GB over the read's,
-    ``bench/README.md``)."""
+    width spare on both to the end (20 M GPU operations of 8 ranks: 0.6 GB,
+    ``bench/README.md``, twentieth session)."""
     widths: dict[int, list[str]] = {}
     for name, values in columns.items():
         widths.setdefault(0 if values.strides == (0,) else values.itemsize, []).append(name)
@@ -1326,7 +1327,7 @@ def _gathered(
         elif isinstance(order, DeviceScatter):
             moved = order.column(values, spare.pop(values.nbytes, None))
             out[name] = moved if moved is not None else values[order.rows]
-            later = any(v.nbytes == values.nbytes for v in columns.values())
+            later = any(v.strides != (0,) and v.nbytes == values.nbytes for v in columns.values())
             if moved is not None and later and _only_here(values):
                 spare[values.nbytes] = values  # (else given up now: no column left to take it)
         else:
