@@ -79,7 +79,7 @@ from specscope.analysis.opsread import (
     runtime_sql,
 )
 from specscope.analysis.opsread import PID_MASK as _PID_MASK
-from specscope.analysis.opsums import DeviceScatter, present_values
+from specscope.analysis.opsums import DeviceScatter, distinct_counts, present_values
 from specscope.analysis.parallel import beside
 from specscope.analysis.sqlread import (
     SQLITE_MAGIC,
@@ -1224,12 +1224,7 @@ def grouped_rows(columns: dict[str, np.ndarray], key: str) -> dict[str, np.ndarr
     if near and (ids := present_values(device, lo, hi)) is not None:
         scatter = DeviceScatter(device, ids)  # (the C loops: opsums.py; its counts)
     else:
-        if near:
-            counts = np.bincount(device - device.dtype.type(lo))
-            ids = np.flatnonzero(counts) + lo
-            counts = counts[counts > 0]
-        else:
-            ids, counts = np.unique(device, return_counts=True)
+        ids, counts = distinct_counts(device)
         scatter = DeviceScatter(device, ids, counts)
     names = list(columns)  # (their order)
     grouped = {key: np.repeat(ids.astype(_narrowest(ids, device.dtype)), scatter.counts)}

@@ -492,7 +492,7 @@ class DeviceScatter:
                 self.fn = None
             counts = made if counts is None else counts
         if counts is None:  # (no C slots: the reference's count of each device's rows)
-            counts = _counts_of(device, ids)
+            counts = distinct_counts(device)[1]
         self.counts = np.asarray(counts, dtype=np.int64)
         """The rows of each of ``ids``, in their order."""
         self.starts = np.concatenate([[0], np.cumsum(self.counts)[:-1]]).astype(np.int64)
@@ -546,14 +546,17 @@ class DeviceScatter:
         return None if got < 0 else out
 
 
-def _counts_of(device: np.ndarray, ids: np.ndarray) -> np.ndarray:
-    """The rows of each of ``ids`` (the distinct values of ``device``, in order) in numpy."""
-    if not len(ids):
-        return np.zeros(0, dtype=np.int64)
-    lo, hi = int(ids[0]), int(ids[-1])
+def distinct_counts(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct ``values`` (integers), in order, and how many rows hold each, in numpy:
+    counted without a sort where they span under 65 536 (device ids), else ``np.unique``."""
+    if not len(values):
+        return values[:0], np.zeros(0, dtype=np.int64)
+    lo, hi = int(values.min()), int(values.max())
     if hi - lo < 1 << 16:
-        return np.bincount(device - device.dtype.type(lo), minlength=hi - lo + 1)[ids - lo]
-    return np.unique(device, return_counts=True)[1]
+        counts = np.bincount(values - values.dtype.type(lo))
+        ids = np.flatnonzero(counts)
+        return ids + lo, counts[ids]
+    return np.unique(values, return_counts=True)
 
 
 def present_values(values: np.ndarray, lo: int, hi: int) -> np.ndarray | None:
