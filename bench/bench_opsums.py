@@ -6,12 +6,12 @@ Loads EXPORT once and finds its steps (``--preset``, else zero-config's first pr
 times each stage that has a C loop, with the loops (the default) and with
 ``SPECSCOPE_NATIVE=0`` (the numpy reference), alternating, ``--repeat`` times each: best and
 median in ms, and whether the two results are equal. Stages: the launch lookup
-(``Trace.launches``), the names' categorical codes (``loader._unique_inverse``), the class
+(``Trace.launches``), the names' categorical codes (``opnames.unique_inverse``), the class
 and pattern counts (``metrics._class_counts``), first start and last end per step
 (``metrics.group_first_last``), the anchors' head operations (``gaps.anchor_extents``), the
 union coverage's prefix (``coverage._coverage_of``) and its queries at the steps' bounds (a
 float time each, as the window and gap metrics query it); with several devices, the
-regrouping of their rows (``loader.by_device``); the per-step rows' JSON text
+regrouping of their rows (``devices.by_device``); the per-step rows' JSON text
 (``jsonrows.record_pieces``, two threads; its reference is pandas' ``to_json``). One core,
 in this process (the JSON two): the stages as the analysis runs them, without the read, the
 other stages or the threads beside them.
@@ -32,7 +32,7 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from specscope.analysis import coverage, gaps, jsonrows, loader, metrics, native  # noqa: E402
+from specscope.analysis import coverage, devices, gaps, jsonrows, loader, metrics, native, opnames  # noqa: E402
 from specscope.analysis.auto import analyze_processes  # noqa: E402
 from specscope.analysis.spec import load_preset  # noqa: E402
 
@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     group, times = ops["step"].to_numpy(), (ops["start_ns"].to_numpy(), ops["end_ns"].to_numpy())
     stages = {
         "launch lookup (Trace.launches)": lambda: trace.launches(pid, corr),
-        "names' codes (_unique_inverse)": lambda: loader._unique_inverse(codes),
+        "names' codes (unique_inverse)": lambda: opnames.unique_inverse(codes),
         "class counts (_class_counts)": lambda: metrics._class_counts(st, patterns),
         "first/last per step": lambda: metrics.group_first_last(group, len(st.all_steps), *times),
         "anchor heads (anchor_extents)": lambda: gaps.anchor_extents(st, trace.launches),
@@ -105,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
         order = np.argsort(trace.ops["start_ns"].to_numpy(), kind="stable")
         cols = {c: trace.ops[c].to_numpy()[order] for c in ("device_id", "start_ns", "end_ns")}
         # (the columns held here: moved into new memory, not over a moved one's as in a read)
-        stages["regrouping by device (by_device)"] = lambda: loader.by_device(dict(cols))
+        stages["regrouping by device (by_device)"] = lambda: devices.by_device(dict(cols))
     frame = analysis.frame
     stages["per-step JSON (record_pieces)"] = lambda: "".join(jsonrows.record_pieces(frame))
     print(f"export   {a.export}  {len(trace.ops):,} GPU ops, {len(st.kept):,} steps "

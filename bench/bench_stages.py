@@ -25,7 +25,7 @@ import time
 
 STAGES = [
     ("specscope.analysis.opsread", "read_ops", "GPU operations read"),
-    ("specscope.analysis.loader", "_names", "op names (categoricals)"),
+    ("specscope.analysis.loader", "op_names", "op names (categoricals)"),
     ("specscope.analysis.loader", "_unpack_op_flags", "op flags unpacked"),
     ("specscope.analysis.validate", "validated", "validation"),
     ("specscope.analysis.steps", "_launch_steps", "launch lookup, steps of the ops"),

@@ -55,10 +55,11 @@ from pathlib import Path
 import pandas as pd
 
 from specscope.analysis import ranks
+from specscope.analysis.devices import process_devices
 from specscope.analysis.eachprocess import each_process
 from specscope.analysis.graphs import ThreadGraphs, main_cycle, thread_graphs
 from specscope.analysis.jsonpieces import pieces
-from specscope.analysis.loader import Trace, load, process_devices
+from specscope.analysis.loader import Trace, load
 from specscope.analysis.patterns import find_step_kernel
 from specscope.analysis.projection import step_range_candidates
 from specscope.analysis.run import (

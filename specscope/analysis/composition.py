@@ -47,9 +47,9 @@ import numpy as np
 import pandas as pd
 
 from specscope.analysis import opsums
+from specscope.analysis.callrows import op_launches
 from specscope.analysis.coverage import union_coverage
 from specscope.analysis.gaps import anchor_extents
-from specscope.analysis.loader import op_launches
 from specscope.analysis.memory import CHUNK_ROWS
 from specscope.analysis.metrics import name_matches
 from specscope.analysis.run import Analysis

@@ -23,7 +23,8 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
-from specscope.analysis.loader import RUNTIME, Trace, process_devices
+from specscope.analysis.devices import process_devices
+from specscope.analysis.loader import RUNTIME, Trace
 from specscope.analysis.parallel import usable_cpus
 
 T = TypeVar("T")

@@ -367,7 +367,7 @@ class _Forked:
     def result(self):
         """The read, given up by the child's result (taken once: :func:`take`), so that its
         arrays are held by the loader alone: a column the loader replaces (each device's rows
-        together, say) gives its pages back then, or is written over (:func:`.loader.by_device`
+        together, say) gives its pages back then, or is written over (:func:`.devices.by_device`
         reuses the memory of a column only it holds), not once every read is taken."""
         reads = self.child.result()
         if reads is None:

@@ -158,7 +158,7 @@ int64_t coverage_prefix(int64_t n, const int64_t *start, const int64_t *end, con
     return 0;
 }
 
-/* loader.Trace._launches through loader.IdTables: the start (as a double) and thread of the
+/* loader.Trace._launches through callrows.IdTables: the start (as a double) and thread of the
    CUDA API call of each operation (pid, correlation id), found in the tables of call rows
    indexed by id, one stretch per process (pids sorted); operations without one keep what
    start_out and tid_out hold (NaN, -1). A stride of 0 reads one value for every row (the
@@ -232,7 +232,7 @@ static inline int64_t interval_from(const int64_t *starts, const int64_t *ends, 
     return (k >= 1 && x < ends[k - 1]) ? k - 1 : -1;
 }
 
-/* loader.Trace._launches by loader.SortedIds: the calls all of process a_pid, their
+/* loader.Trace._launches by callrows.SortedIds: the calls all of process a_pid, their
    correlation ids (ids, n_calls) increasing but sparse; each operation (pid, corr) of that
    process with corr > 0 takes the start (as float64) and thread of the call with its id, where
    there is one. */
@@ -335,7 +335,7 @@ int64_t nesting_depth(int64_t n, const int64_t *start, const int64_t *end, int64
     return 0;
 }
 
-/* loader.by_device's place of each row: the place of its device among the devices (slot_of:
+/* devices.by_device's place of each row: the place of its device among the devices (slot_of:
    span entries from device lo, -1 none), into slot (one byte a row: 256 devices at most). */
 int64_t device_slots(int64_t n, const void *device, int dw, int64_t lo, const int32_t *slot_of,
                      int64_t span, uint8_t *slot) {
@@ -350,7 +350,7 @@ int64_t device_slots(int64_t n, const void *device, int dw, int64_t lo, const in
 #define SCATTER(T)                                                                         \
     for (int64_t i = 0; i < n; i++) ((T *)dst)[pos[slot[i]]++] = ((const T *)src)[i];
 
-/* loader.by_device for one column: each row of src (w bytes) to its device's stretch of dst,
+/* devices.by_device for one column: each row of src (w bytes) to its device's stretch of dst,
    the rows of a device in the order they had; pos: the next row of each place (its
    stretch's start, advanced here), slot: device_slots'. The stretches (counted from the same
    slots) hold the rows exactly: nothing is written outside dst. */
@@ -407,7 +407,7 @@ int64_t coverage_merge(int64_t n, const int64_t *start, const int64_t *end, cons
     return 0;
 }
 
-/* loader._unique_inverse where the codes span a narrow range (from lo, span values): which
+/* opnames.unique_inverse where the codes span a narrow range (from lo, span values): which
    values are present (present: span bytes, zeroed by the caller). */
 int64_t codes_present(int64_t n, const void *codes, int cw, int64_t lo, int64_t span,
                       uint8_t *present) {

@@ -6,8 +6,8 @@ start and last end per step (:func:`.metrics.group_first_last`), ops per step an
 (:func:`.gaps.anchor_extents`), the union coverage's prefix and its queries
 (:mod:`.coverage`). Before them, the operations frame needs each operation's launch call
 (:meth:`.loader.Trace.launches`), its names' categorical codes
-(:func:`.loader._unique_inverse`) and each device's rows together
-(:func:`.loader.by_device`). In numpy each is a dozen passes over the operations, with a
+(:func:`.opnames.unique_inverse`) and each device's rows together
+(:func:`.devices.by_device`). In numpy each is a dozen passes over the operations, with a
 temporary per operation each and ``ufunc.at`` (slow scattered updates); the C loops make one
 pass (2 M GPU ops: ``bench/bench_opsums.py`` times each against its reference).
 
@@ -324,7 +324,7 @@ def launch_lookup(
 ) -> bool:
     """Fill ``start`` (float64, NaN where no call) and ``tid`` (int32, -1) of each operation
     (``pid``, ``corr``) from the calls' starts and globalTids, looked up in ``tables``
-    (:class:`.loader.IdTables`), as :meth:`.loader.Trace.launches` does; False where the C
+    (:class:`.callrows.IdTables`), as :meth:`.loader.Trace.launches` does; False where the C
     loop cannot (``start`` and ``tid`` then as they were)."""
     fn = _function("launch_lookup")
     table = tables.table
@@ -461,7 +461,7 @@ def nesting_depth(start: np.ndarray, end: np.ndarray) -> np.ndarray | None:
 
 
 class DeviceScatter:
-    """:func:`.loader.by_device`'s reordering in C: each column's rows moved to their device's
+    """:func:`.devices.by_device`'s reordering in C: each column's rows moved to their device's
     stretch in one pass (numpy gathers every column by an order of the rows: 0.85 s for the
     8 M GPU operations of 4 ranks). ``device``: the device of each row (integers), ``ids``
     the devices in order and ``counts`` their rows; :attr:`fn` is None, and :meth:`column`
@@ -505,7 +505,7 @@ class DeviceScatter:
     @functools.cached_property
     def rows(self) -> np.ndarray:
         """The order of the rows that puts each device's together: the reference, whose
-        gather of each column :func:`.loader.by_device` makes where :meth:`column` cannot."""
+        gather of each column :func:`.devices.by_device` makes where :meth:`column` cannot."""
         small = np.int32 if self.n < np.iinfo(np.int32).max else np.int64
         if self.device is None:  # (each row's place among ``ids``: its slot)
             return np.argsort(self.slot, kind="stable").astype(small)
@@ -575,7 +575,7 @@ def present_values(values: np.ndarray, lo: int, hi: int) -> np.ndarray | None:
 def dense_inverse(codes: np.ndarray, lo: int, hi: int, index_dtype) -> tuple | None:
     """``np.unique(codes, return_inverse=True)`` of codes between ``lo`` and ``hi``, the
     inverse as ``index_dtype`` of the number of distinct codes (a callable: n -> dtype), in
-    two C passes (:func:`.loader._unique_inverse`, whose numpy passes are the reference);
+    two C passes (:func:`.opnames.unique_inverse`, whose numpy passes are the reference);
     or None."""
     present_fn, remap_fn = _function("codes_present"), _function("codes_remap")
     if present_fn is None or remap_fn is None or not _ints(codes):

@@ -30,7 +30,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from specscope.analysis.loader import Trace, op_launches
+from specscope.analysis.callrows import op_launches
+from specscope.analysis.loader import Trace
 
 
 def range_depths(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:

@@ -33,15 +33,9 @@ import numpy as np
 import pandas as pd
 
 from specscope.analysis import opsums
+from specscope.analysis.devices import device_rows, device_stretches, process_devices
 from specscope.analysis.launch_steps import launch_steps, pick_thread
-from specscope.analysis.loader import (
-    CHUNK_ROWS,
-    CaptureMode,
-    Trace,
-    device_rows,
-    device_stretches,
-    process_devices,
-)
+from specscope.analysis.loader import CHUNK_ROWS, CaptureMode, Trace
 from specscope.analysis.memory import give_back, one_valued
 from specscope.analysis.spec import StepSpec
 from specscope.analysis.validate import no_launch_note
@@ -365,7 +359,7 @@ def _project(
     projected onto a kept step: then every operation) with ``step`` and ``anchor`` (row of
     ``anchors``), -1 where not projected: by the start of the launching API call on the
     steps' thread. Each device's operations are a stretch of ``trace.ops``
-    (:func:`.loader.by_device`): the device's are taken without a copy of them. With the
+    (:func:`.devices.by_device`): the device's are taken without a copy of them. With the
     steps' first anchors, ``anchor_base`` (None where the anchors are held as they are:
     :class:`Steps`)."""
     ops = trace.ops

@@ -140,7 +140,8 @@ def _analyze_export(path: Path, spec_args: SpecArgs, collective: str, fmt: str, 
     spec = spec_args.given_spec
     launches = reads_graph_launches(spec)
     from specscope.analysis.auto import analyze_processes
-    from specscope.analysis.loader import load, process_devices
+    from specscope.analysis.devices import process_devices
+    from specscope.analysis.loader import load
 
     trace = load(path)
     trace.graph_execs = launches

@@ -313,7 +313,8 @@ def test_eager_launches_in_chunks_are_the_whole_lookups(name, monkeypatch):
     """The eager kernels' calls, looked up a chunk at a time (operations carry no launch
     times): the launches, starts and threads of one lookup of every kernel."""
     from specscope.analysis import loader, patterns
-    from specscope.analysis.loader import KINDS, load, op_launches
+    from specscope.analysis.callrows import op_launches
+    from specscope.analysis.loader import KINDS, load
 
     trace = load(testdata.DATA / name)
     ops = trace.ops

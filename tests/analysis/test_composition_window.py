@@ -10,7 +10,8 @@ from testdata import DATA
 
 from specscope.analysis import composition, native
 from specscope.analysis.auto import analyze_processes
-from specscope.analysis.loader import load, op_launches
+from specscope.analysis.callrows import op_launches
+from specscope.analysis.loader import load
 from specscope.analysis.steps import with_anchors
 
 EXPORTS = ["eagle_graph_before.sqlite", "eagle_node_after.sqlite", "real/hf_generate.sqlite",

@@ -12,6 +12,7 @@ import pytest
 from testdata import DATA
 
 from specscope.analysis import launches, parallel
+from specscope.analysis.graphlaunches import launches_from_ops, node_launches
 from specscope.analysis.loader import load
 
 NODE_EXPORTS = [
@@ -35,11 +36,11 @@ def test_launches_of_the_ops_read_are_the_group_by(path, threshold, monkeypatch)
     monkeypatch.setattr(parallel, "BESIDE_MIN_ROWS", threshold)  # grouped on a second thread
     trace = load(path)
     trace.graph_execs = True
-    of_ops = trace._launches_from_ops()  # the ops not read yet: None, then read
+    of_ops = launches_from_ops(trace)  # the ops not read yet: None, then read
     assert of_ops is None
     trace.ops  # noqa: B018
-    of_ops = trace._launches_from_ops()
-    by_sql = trace._node_launches()
+    of_ops = launches_from_ops(trace)
+    by_sql = node_launches(trace)
     assert len(of_ops[0]) > 1
     for a, b in zip(_pids(of_ops), _pids(by_sql), strict=True):
         np.testing.assert_array_equal(a, b)
@@ -71,7 +72,7 @@ def test_exec_ids_the_read_cannot_hold_fall_back_to_sql(tmp_path, exec_id):
     trace = load(path)
     trace.graph_execs = True
     trace.ops  # noqa: B018
-    assert trace._launches_from_ops() is None
+    assert launches_from_ops(trace) is None
     got = trace.graph_launches
     assert len(got) and (got["exec_id"] == exec_id).all()
     pd.testing.assert_frame_equal(got, load(path).graph_launches)
@@ -93,8 +94,8 @@ def test_ops_dropped_as_invalid_still_count_in_their_launches(tmp_path):
     trace = load(path)
     trace.graph_execs = True
     assert validated(trace)  # a note: the operation dropped
-    by_sql = trace._node_launches()
-    for a, b in zip(_pids(trace._launches_from_ops()), _pids(by_sql), strict=True):
+    by_sql = node_launches(trace)
+    for a, b in zip(_pids(launches_from_ops(trace)), _pids(by_sql), strict=True):
         np.testing.assert_array_equal(a, b)
     pd.testing.assert_frame_equal(trace.graph_launches, load(path).graph_launches)
 
@@ -103,7 +104,7 @@ def test_without_graph_execs_the_read_leaves_the_launches_to_sql():
     path = NODE_EXPORTS[0]
     trace = load(path)  # graph_execs False: the ops query reads no exec ids
     trace.ops  # noqa: B018
-    assert trace._launches_from_ops() is None
+    assert launches_from_ops(trace) is None
     pd.testing.assert_frame_equal(trace.graph_launches, load(path).graph_launches)
 
 
@@ -142,9 +143,9 @@ def test_exec_ids_are_read_in_node_mode_only(name, carries):
 
 
 def test_graph_ids_mapped_as_the_dict_maps_them():
-    """Node mode's graph ids (loader._mapped): ``origins.get((pid, exec), exec)`` per launch,
+    """Node mode's graph ids (graphlaunches.mapped): ``origins.get((pid, exec), exec)`` per launch,
     vectorised; the same on random tables, keys missing, negative, and pids not in the table."""
-    from specscope.analysis.loader import _mapped
+    from specscope.analysis.graphlaunches import mapped
 
     rng = np.random.default_rng(7)
     for _ in range(300):
@@ -155,7 +156,7 @@ def test_graph_ids_mapped_as_the_dict_maps_them():
             for _ in range(int(rng.integers(0, 12)))
         }
         want = [table.get((int(p), int(e)), int(e)) for p, e in zip(pids, keys, strict=True)]
-        np.testing.assert_array_equal(_mapped(table, pids, keys), np.array(want, dtype=np.int64))
+        np.testing.assert_array_equal(mapped(table, pids, keys), np.array(want, dtype=np.int64))
 
 
 def test_two_processes_sharing_correlation_and_exec_ids(tmp_path, monkeypatch):
@@ -184,8 +185,8 @@ def test_two_processes_sharing_correlation_and_exec_ids(tmp_path, monkeypatch):
     trace = load(path)
     trace.graph_execs = True
     trace.ops  # noqa: B018
-    of_ops = trace._launches_from_ops()
+    of_ops = launches_from_ops(trace)
     assert len(of_ops[0]) == 12  # 6 launches of each process
-    for a, b in zip(_pids(of_ops), _pids(trace._node_launches()), strict=True):
+    for a, b in zip(_pids(of_ops), _pids(node_launches(trace)), strict=True):
         np.testing.assert_array_equal(a, b)
     pd.testing.assert_frame_equal(trace.graph_launches, load(path).graph_launches)

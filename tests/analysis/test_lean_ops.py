@@ -13,11 +13,12 @@ import pandas as pd
 import pytest
 from testdata import AFTER, DATA, GRAPH
 
-from specscope.analysis import loader, memory
+from specscope.analysis import loader, memory, opnames
 from specscope.analysis.auto import analyze_processes
 from specscope.analysis.coverage import union_coverage
-from specscope.analysis.loader import _unique_inverse, load
+from specscope.analysis.loader import load
 from specscope.analysis.memory import one_value_view
+from specscope.analysis.opnames import unique_inverse
 from specscope.analysis.run import DEFAULT_OPTIONS, AnalyzeOptions
 from specscope.analysis.spec import load_preset
 from specscope.analysis.steps import interval_index, op_index_dtype
@@ -130,11 +131,11 @@ def test_one_value_view_only_for_one_value(monkeypatch) -> None:
 
 @pytest.mark.parametrize("n_codes", [1, 127, 128, 40_000])
 def test_unique_inverse_is_numpys_in_the_smallest_dtype(n_codes: int, monkeypatch) -> None:
-    monkeypatch.setattr(loader, "CHUNK_ROWS", 1000)  # several chunks
+    monkeypatch.setattr(opnames, "CHUNK_ROWS", 1000)  # several chunks
     rng = np.random.default_rng(n_codes)
     codes = rng.integers(-5, n_codes - 5, size=5000 + n_codes).astype(np.int32)
     codes[:n_codes] = np.arange(-5, n_codes - 5)  # every code present
-    uniq, inverse = _unique_inverse(codes)
+    uniq, inverse = unique_inverse(codes)
     want_uniq, want_inverse = np.unique(codes, return_inverse=True)
     np.testing.assert_array_equal(uniq, want_uniq)
     np.testing.assert_array_equal(inverse, want_inverse)
@@ -369,13 +370,13 @@ def test_increasing_looks_at_every_pair_across_chunks(at):
 
 
 def test_call_pids_of_one_thread_are_a_view():
-    from specscope.analysis.loader import _call_pids
+    from specscope.analysis.callrows import call_pids
 
     gtid = one_value_view(np.full(CHUNK * 5, (4242 << 24) | 17, dtype=np.int64))
-    pids = _call_pids(gtid)
+    pids = call_pids(gtid)
     assert pids.strides == (0,) and pids.shape == gtid.shape and int(pids[-1]) == 4242
     mixed = np.array([(1 << 24) | 5, (2 << 24) | 5], dtype=np.int64)
-    assert _call_pids(mixed).tolist() == [1, 2]
+    assert call_pids(mixed).tolist() == [1, 2]
 
 
 @pytest.mark.parametrize("n", [0, 1, 2, 7, 8, 9, 50])

@@ -17,7 +17,7 @@ from eagle_exports import build_eagle
 from metric_values import PLAIN, assert_values, col
 from testdata import DATA
 
-from specscope.analysis.loader import op_launches
+from specscope.analysis.callrows import op_launches
 from specscope.analysis.synthetic import SyntheticExport
 
 nan = math.nan
@@ -220,7 +220,7 @@ def test_launch_matching_against_a_dict(a_pids, dup, ids):
     id-indexed table (dense ids, none twice), the search among ids in order (each process'
     calls in id order, as nsys writes them; sparse: CUPTI's unrecorded driver calls take ids
     too) and the sorted search agree with a dict."""
-    from specscope.analysis.loader import _call_rows, _rows_of_few
+    from specscope.analysis.callrows import call_rows, rows_of_few
 
     rng = np.random.default_rng(7)
     a_corr = np.arange(1, 400) * (1 if ids == "dense" else 1000)  # (1000: not dense)
@@ -237,13 +237,13 @@ def test_launch_matching_against_a_dict(a_pids, dup, ids):
     for i, key in enumerate(zip(a_pid.tolist(), a_corr.tolist(), strict=True)):
         first.setdefault(key, i)
     expected = [first.get((p, c), -1) if c > 0 else -1 for p, c in zip(pid, corr, strict=True)]
-    assert _call_rows(a_pid, a_corr)(pid, corr).tolist() == expected
+    assert call_rows(a_pid, a_corr)(pid, corr).tolist() == expected
     # a few pairs (a step marker's launches): the calls of their ids first, the same rows
     a_gtid = (a_pid.astype(np.int64) << 24) | 7
     few = slice(0, 20)
-    assert _rows_of_few(a_gtid, a_corr, pid[few], corr[few]).tolist() == expected[few]
+    assert rows_of_few(a_gtid, a_corr, pid[few], corr[few]).tolist() == expected[few]
     none = np.array([450, 0]), np.array([100, 100])  # ids no call has
-    assert _rows_of_few(a_gtid, a_corr, none[1], none[0]).tolist() == [-1, -1]
+    assert rows_of_few(a_gtid, a_corr, none[1], none[0]).tolist() == [-1, -1]
 
 
 def test_xz_compressed_export_is_read_and_left_untouched(tmp_path, monkeypatch):
@@ -279,10 +279,10 @@ def test_xz_compressed_export_is_read_and_left_untouched(tmp_path, monkeypatch):
 
 
 def test_by_device_groups_the_rows_of_each_device_in_their_order():
-    """:func:`.loader.by_device` is a stable sort by device, in the columns' order and dtypes
+    """:func:`.devices.by_device` is a stable sort by device, in the columns' order and dtypes
     (the devices' made again from their ids: int8 or int16 where those hold them); one-value
     columns stay views; grouped columns come back as they are."""
-    from specscope.analysis.loader import by_device
+    from specscope.analysis.devices import by_device
 
     rng = np.random.default_rng(3)
     for _ in range(300):
@@ -381,14 +381,14 @@ def test_api_pieces_and_a_threads_last_call(write_export):
 
 @pytest.mark.parametrize("merged", [False, True], ids=["a label each", "labels shared"])
 def test_labelled_codes_are_the_categorical_of_their_labels(merged):
-    """:func:`.loader._labelled` gives the categorical pandas makes of every row's label
+    """:func:`.opnames.labelled` gives the categorical pandas makes of every row's label
     (object categories, sorted where codes share a label: one NVTX domain of several
     processes), whichever codes share a label."""
-    from specscope.analysis.loader import _labelled
+    from specscope.analysis.opnames import labelled
 
     codes = np.random.default_rng(3).integers(-40, 300, 20_000)
     label = (lambda c: f"d{c % 7}") if merged else (lambda c: f"d{c}")
-    got = _labelled(codes, label)
+    got = labelled(codes, label)
     values = np.array([label(int(c)) for c in codes], dtype=object)
     categories = sorted(set(values)) if merged else [label(int(c)) for c in np.unique(codes)]
     want = pd.Categorical(values, categories=pd.Index(categories, dtype=object))

@@ -272,7 +272,8 @@ def _covered(starts, ends, chunk, times):
 def test_launch_calls_of_the_operations_alike(built, monkeypatch, name):
     """Each operation's API call start and thread, through the id tables in C and in numpy (one
     process, and two in one export)."""
-    from specscope.analysis.loader import IdTables, _call_pids, _call_rows, load, op_launches
+    from specscope.analysis.callrows import IdTables, call_pids, call_rows, op_launches
+    from specscope.analysis.loader import load
 
     def launches() -> pd.DataFrame:
         trace = load(DATA / name)
@@ -284,7 +285,7 @@ def test_launch_calls_of_the_operations_alike(built, monkeypatch, name):
     assert got["tid"].ge(0).any()
     trace = load(DATA / name)
     a_start, _, a_gtid, a_corr, _ = trace._runtime
-    tables = _call_rows(_call_pids(a_gtid), a_corr)
+    tables = call_rows(call_pids(a_gtid), a_corr)
     assert isinstance(tables, IdTables)  # (so the C loop was the one above)
     ops = trace.ops
     start, tid = np.full(len(ops), np.nan), np.full(len(ops), -1, dtype=np.int32)
@@ -297,13 +298,13 @@ def test_launch_calls_of_an_eager_export_alike(built, monkeypatch):
     """An eager export's sparse correlation ids (Hugging Face ``generate``; its 12 k calls fit
     an id table, so the table is refused here, as at millions of calls): each operation's call
     found in C from the last one's place, as numpy's search finds it."""
-    from specscope.analysis import loader
+    from specscope.analysis import callrows, loader
 
-    monkeypatch.setattr(loader, "_id_tables", lambda *args, **kw: None)
+    monkeypatch.setattr(callrows, "_id_tables", lambda *args, **kw: None)
 
     def launches() -> pd.DataFrame:
         trace = loader.load(DATA / "real/hf_generate.sqlite")
-        start, tid = loader.op_launches(trace, trace.ops)
+        start, tid = callrows.op_launches(trace, trace.ops)
         return pd.DataFrame({"start": start, "tid": tid})
 
     got = launches()
@@ -311,8 +312,8 @@ def test_launch_calls_of_an_eager_export_alike(built, monkeypatch):
     assert got["tid"].ge(0).all()
     trace = loader.load(DATA / "real/hf_generate.sqlite")
     _, _, a_gtid, a_corr, _ = trace._runtime
-    rows = loader._call_rows(loader._call_pids(a_gtid), a_corr)
-    assert isinstance(rows, loader.SortedIds)  # (so the C loop was the one above)
+    rows = callrows.call_rows(callrows.call_pids(a_gtid), a_corr)
+    assert isinstance(rows, callrows.SortedIds)  # (so the C loop was the one above)
 
 
 @pytest.mark.parametrize("n_calls,dtype", [(1, np.int64), (7, np.int32), (50_000, np.int32),
@@ -321,7 +322,7 @@ def test_sorted_ids_looked_up_from_the_last_place_alike(built, n_calls, dtype):
     """Random sparse increasing ids; operations mostly in id order with jumps back and
     forward, ids no call has, ids <= 0 and another process' ids: the C gallop finds what
     numpy's search finds."""
-    from specscope.analysis.loader import SortedIds
+    from specscope.analysis.callrows import SortedIds
 
     rng = np.random.default_rng(n_calls)
     ids = np.cumsum(rng.integers(1, 9, n_calls)).astype(dtype)
@@ -404,7 +405,7 @@ def test_api_calls_per_step_counted_alike(built):
 def test_devices_rows_put_together_alike(built, monkeypatch, n_devices, n):
     """by_device's reordering of columns of every width (and one of one value) in C and by
     numpy's gather: the same columns."""
-    from specscope.analysis.loader import by_device
+    from specscope.analysis.devices import by_device
     from specscope.analysis.memory import one_value_view
 
     def columns() -> dict[str, np.ndarray]:
@@ -437,13 +438,13 @@ def test_devices_rows_put_together_alike(built, monkeypatch, n_devices, n):
 def test_name_codes_made_categorical_alike(built, monkeypatch, distinct, dtype):
     """The op names' codes (StringIds ids and negative codes of copies, memsets, graphs) as a
     categorical's codes: C and numpy alike, int8 or int16 as the distinct names need."""
-    from specscope.analysis.loader import _unique_inverse
+    from specscope.analysis.opnames import unique_inverse
 
     rng = np.random.default_rng(distinct)
     values = np.r_[rng.choice(np.arange(-1005, 5000), distinct, replace=False), -2]
     codes = rng.choice(values, CHUNK_ROWS + 77).astype(dtype)
-    got = _unique_inverse(codes)
-    want = _reference(monkeypatch, _unique_inverse, codes)
+    got = unique_inverse(codes)
+    want = _reference(monkeypatch, unique_inverse, codes)
     for a, b in zip(got, want, strict=True):
         assert a.dtype == b.dtype and np.array_equal(a, b)
     lo, hi = int(codes.min()), int(codes.max())
@@ -456,7 +457,7 @@ def test_moved_columns_memory_reused_only_when_nothing_else_holds_it(built):
     holds that memory: the arrays the caller kept are as they were."""
     import mmap
 
-    from specscope.analysis.loader import _only_here, by_device
+    from specscope.analysis.devices import _only_here, by_device
 
     rng = np.random.default_rng(3)
     n = 10_000
@@ -487,7 +488,7 @@ def test_columns_of_one_width_moved_on_one_thread_over_each_others_memory(built)
     """by_device's two shares hold each width's columns whole, the widest first, each width
     on the share with fewer bytes; on its share a column is written over the memory of the
     one before it of its width, and a moved column no later one can take is not kept."""
-    from specscope.analysis.loader import _gathered, _shares
+    from specscope.analysis.devices import _gathered, _shares
 
     rng = np.random.default_rng(5)
     n = 1000
@@ -525,7 +526,7 @@ def test_places_of_a_few_rows_found_alike(built, monkeypatch, rows_dtype):
     """Where the rows of a column of few values go (DeviceScatter.places): the C pass over
     the slots and numpy's reference alike, and by_device moves such a column (FewRows) to
     where it moves a whole one."""
-    from specscope.analysis.loader import FewRows, by_device
+    from specscope.analysis.devices import FewRows, by_device
 
     rng = np.random.default_rng(11)
     n = 20_000
@@ -568,7 +569,7 @@ def test_device_rows_counted_from_the_slots_as_numpy_counts_them(built, distinct
 def test_device_ids_far_apart_make_no_table_of_their_range(built, monkeypatch):
     """Device ids spread over the int32 range (a damaged or unusual export): no table of
     their whole range (2**31 entries were 8 GiB), and the rows grouped by the reference."""
-    from specscope.analysis.loader import by_device
+    from specscope.analysis.devices import by_device
 
     device = np.array([7, 2**31 - 1, 0, 7, 0], dtype=np.int32)
     ids, counts = np.unique(device, return_counts=True)

@@ -2,7 +2,7 @@
 time: ``bench/merge_ranks.py`` joins three exports of ``bench/make_export.py`` (seeds 1-3) as
 nsys writes such a run. Each rank's analysis in the joined export must equal the analysis of
 its own export (device and pid aside: only its own operations run on its device), whether the
-analysis reads that device's operations in place (:func:`.loader.by_device`) or not, and the
+analysis reads that device's operations in place (:func:`.devices.by_device`) or not, and the
 JSON written in pieces must be the JSON of the whole."""
 
 from __future__ import annotations
@@ -15,9 +15,10 @@ import pandas as pd
 import pytest
 import testdata
 
-from specscope.analysis import loader
+from specscope.analysis import callrows, loader
 from specscope.analysis.auto import analyze_processes
-from specscope.analysis.loader import load, process_devices
+from specscope.analysis.devices import device_rows, device_stretches, process_devices
+from specscope.analysis.loader import load
 from specscope.analysis.run import AnalyzeOptions, analyze
 from specscope.analysis.spec import load_preset
 from specscope.analysis.steps import find_steps
@@ -87,8 +88,8 @@ def test_a_ranks_operations_are_read_in_place(exports):
     assert s.device_id == 1 and (s.ops["device_id"] == 1).all()
     assert len(s.ops) == int((devices == 1).sum())
     assert np.shares_memory(s.ops["start_ns"].to_numpy(), ops["start_ns"].to_numpy())
-    assert loader.device_rows(trace, 1) == slice(*np.flatnonzero(devices == 1)[[0, -1]] + [0, 1])
-    assert loader.device_rows(trace, 5) == slice(0, 0)  # (no such device)
+    assert device_rows(trace, 1) == slice(*np.flatnonzero(devices == 1)[[0, -1]] + [0, 1])
+    assert device_rows(trace, 5) == slice(0, 0)  # (no such device)
 
 
 def test_the_same_without_the_grouping(exports, monkeypatch):
@@ -105,7 +106,7 @@ def test_the_same_without_the_grouping(exports, monkeypatch):
         pd.testing.assert_frame_equal(a.analysis.frame, b.analysis.frame)
     # a rank's operations picked by their positions
     s = find_steps(trace, eagle, pid=plain.processes[2].pid)
-    assert isinstance(loader.device_rows(trace, 2), np.ndarray)
+    assert isinstance(device_rows(trace, 2), np.ndarray)
     assert (s.ops["device_id"] == 2).all()
 
 
@@ -145,7 +146,7 @@ def test_which_devices_each_process_ran_on(exports, monkeypatch):
     trace.__dict__["ops"] = ops.assign(pid=pid)
     assert process_devices(trace) == {pids[0]: [0, 1], pids[2]: [2]}
     trace.__dict__["ops"] = ops.assign(pid=pid, device_id=device)  # (not grouped now)
-    assert loader.device_stretches(trace) is None
+    assert device_stretches(trace) is None
     assert process_devices(trace) == {pids[0]: [0, 1], pids[2]: [0, 2]}
 
 
@@ -175,11 +176,11 @@ def test_eager_ranks_each_equal_their_own_export(tmp_path, monkeypatch, preset, 
     """Ranks that launch every kernel on its own (``make_export.py --launches eager``): sparse
     correlation ids, each process' in order, the processes' calls interleaved. The launches
     are matched by the id-indexed table where ids are dense enough (these small exports), or
-    among the calls ordered by process (``loader._key_order``: a real export's ids are too
+    among the calls ordered by process (``callrows._key_order``: a real export's ids are too
     sparse for the table; ``search`` refuses it here). With the preset and zero-config (the
     kernel-pattern search), each rank equals its own export."""
     if lookup == "search":
-        monkeypatch.setattr(loader, "dense", lambda span, n: False)
+        monkeypatch.setattr(callrows, "dense", lambda span, n: False)
     make_export = testdata.bench_module("make_export")
     merge_ranks = testdata.bench_module("merge_ranks")
     inputs = [tmp_path / f"eager{s}.sqlite" for s in SEEDS[:2]]
@@ -212,7 +213,7 @@ def test_the_calls_of_each_process_together(exports, monkeypatch):
     start, _, gtid, corr, _ = trace._runtime
     pid = (gtid >> 24) & 0xFFFFFF
     assert (np.diff(pid) >= 0).all() and len(np.unique(pid)) == 3
-    stretches = loader.process_stretches(gtid)
+    stretches = callrows.process_stretches(gtid)
     assert [(s.start, s.stop) for s in stretches.values()] == [
         (int(np.searchsorted(pid, p)), int(np.searchsorted(pid, p, "right"))) for p in stretches
     ]
@@ -220,7 +221,7 @@ def test_the_calls_of_each_process_together(exports, monkeypatch):
     plain = load(merged)
     p_start, _, p_gtid, _, _ = plain._runtime
     assert (np.diff((p_gtid >> 24) & 0xFFFFFF) < 0).any()  # (the file's order: interleaved)
-    assert loader.process_stretches(p_gtid) is None
+    assert callrows.process_stretches(p_gtid) is None
     for p, rows_of_p in stretches.items():
         thread = (p, int(gtid[rows_of_p.start]) & 0xFFFFFF)
         for rows in (None, 100):
@@ -243,7 +244,7 @@ def test_the_calls_of_each_process_together(exports, monkeypatch):
         for got, want in zip(trace.launches(*asked), plain.launches(*asked), strict=True):
             np.testing.assert_array_equal(got, want)
     # the launch lookup of several processes' dense ids: a table, made once
-    assert isinstance(trace.launch_rows(), loader.IdTables)
+    assert isinstance(trace.launch_rows(), callrows.IdTables)
     assert trace.launch_rows() is trace.launch_rows()
     (none,) = trace.api_pieces(thread=(1, 1))  # (no such process: one piece, empty)
     assert [len(c) for c in none] == [0] * 5
@@ -260,15 +261,15 @@ def test_process_stretches():
     """The rows of each process' calls from their globalTids (pid << 24 | tid, higher bits
     aside), a chunk at a time; None where a process' calls are in two runs."""
     gtid = np.array([5 << 24 | 5, 5 << 24 | 6, 7 << 24 | 7, (1 << 56) | 9 << 24 | 9])
-    assert loader.process_stretches(gtid) == {5: slice(0, 2), 7: slice(2, 3), 9: slice(3, 4)}
-    assert loader.process_stretches(gtid[[0, 2, 1]]) is None
-    assert loader.process_stretches(gtid[:0]) == {}
-    assert loader.process_stretches(np.tile(gtid[:3], loader._MOST_RUNS)) is None
+    assert callrows.process_stretches(gtid) == {5: slice(0, 2), 7: slice(2, 3), 9: slice(3, 4)}
+    assert callrows.process_stretches(gtid[[0, 2, 1]]) is None
+    assert callrows.process_stretches(gtid[:0]) == {}
+    assert callrows.process_stretches(np.tile(gtid[:3], callrows.MOST_RUNS)) is None
     one = np.broadcast_to(np.int64(3 << 24 | 4), (10,))
-    assert loader.process_stretches(one) == {3: slice(0, 10)}
+    assert callrows.process_stretches(one) == {3: slice(0, 10)}
     long = np.repeat(gtid, loader.CHUNK_ROWS // 2 + 1)  # (runs across chunks)
     n = loader.CHUNK_ROWS // 2 + 1
-    assert loader.process_stretches(long) == {
+    assert callrows.process_stretches(long) == {
         5: slice(0, 2 * n),
         7: slice(2 * n, 3 * n),
         9: slice(3 * n, 4 * n),
@@ -277,17 +278,17 @@ def test_process_stretches():
 
 @pytest.mark.parametrize("pids", [(7, 5, 9), (300_000, 5, 90_000)], ids=["near", "far apart"])
 def test_calls_by_process_is_a_stable_sort_by_pid(pids):
-    """:func:`.loader.calls_by_process`: each process' calls together in pid order, in their
+    """:func:`.callrows.calls_by_process`: each process' calls together in pid order, in their
     order, whether the pids are counted (near one another) or found one at a time."""
     rng = np.random.default_rng(5)
     pid = np.array(pids)[rng.integers(0, 3, 5000)]
     gtid = (1 << 56) | pid << 24 | (pid + rng.integers(0, 2, 5000))
     calls = [np.arange(5000) * 10, np.arange(5000, dtype=np.uint32), gtid]
     calls += [np.arange(5000, dtype=np.int32), rng.integers(0, 9, 5000).astype(np.int16)]
-    got = loader.calls_by_process([c.copy() for c in calls])
+    got = callrows.calls_by_process([c.copy() for c in calls])
     order = np.argsort(pid, kind="stable")
     for a, b in zip(got, calls, strict=True):
         assert a.dtype == b.dtype
         np.testing.assert_array_equal(a, b[order])
     one = [c[pid == pids[0]] for c in calls]  # (one process: as they are)
-    assert all(a is b for a, b in zip(loader.calls_by_process(one), one, strict=True))
+    assert all(a is b for a, b in zip(callrows.calls_by_process(one), one, strict=True))

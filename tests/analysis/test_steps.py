@@ -178,11 +178,12 @@ def test_projection_by_launch_time_and_thread(analyze_x):
 def test_chunked_row_work_gives_the_same_metrics(analyze_x, monkeypatch):
     """Launch matching and projection run over the ops in chunks of ``CHUNK_ROWS``: chunk
     boundaries anywhere (here every 3 ops) change nothing."""
-    from specscope.analysis import loader, steps
+    from specscope.analysis import callrows, loader, opnames, steps
 
     x = build_eagle(n_steps=5)
     whole = analyze_x(x)
-    monkeypatch.setattr(loader, "CHUNK_ROWS", 3)
+    for module in (loader, callrows, opnames):  # (launches, the calls' processes, the names)
+        monkeypatch.setattr(module, "CHUNK_ROWS", 3)
     monkeypatch.setattr(steps, "CHUNK_ROWS", 3)
     chunked = analyze_x(x)
     pd.testing.assert_frame_equal(chunked.trace.ops, whole.trace.ops)
