@@ -90,9 +90,9 @@ from specscope.analysis.opsread import (
 )
 from specscope.analysis.opsread import PID_MASK as _PID_MASK
 from specscope.analysis.parallel import beside
+from specscope.analysis.readcols import call_ends
 from specscope.analysis.sqlread import (
     SQLITE_MAGIC,
-    call_ends,
     columnar_connection,
     int_columns,
     read_threads,
@@ -497,7 +497,7 @@ class Trace:
         """start, end, globalTid, correlationId, nameId of every CUDA API call (one scan; read
         ahead by :func:`.opsread.prefetch` where it was), each process' calls together
         (:func:`calls_by_process`). The ends may be each call's duration
-        (uint32: :data:`.sqlread.DURATION32`): :func:`.sqlread.call_ends` gives them as ends,
+        (uint32: :data:`.readcols.DURATION32`): :func:`.readcols.call_ends` gives them as ends,
         as :meth:`api_pieces` does."""
         read = opsread.take(self.sqlite_file or self.path, "runtime")
         if read is None:

@@ -45,17 +45,19 @@ import numpy as np
 
 from specscope.analysis import forkread, opsscan, progress
 from specscope.analysis.memory import narrow_ids, narrow_ints, one_value_view
-from specscope.analysis.sqlread import (
+from specscope.analysis.readcols import (
     DURATION32,
     NARROW16,
     NARROW32,
     SPLIT16,
     SPLIT32_UNIFORM,
     SPLIT32_UNIFORM16,
-    SQLITE_MAGIC,
     UNIFORM64,
     allocate_with,
     as_durations,
+)
+from specscope.analysis.sqlread import (
+    SQLITE_MAGIC,
     columnar_connection,
     int_columns,
     int_columns_many,
@@ -155,7 +157,7 @@ def runtime_sql(have: set[str]) -> str:
 
 _RUNTIME_DTYPES = ("i8", DURATION32, UNIFORM64, NARROW32, NARROW16)
 """Of the page scans of the CUDA API calls: start, end (each call's duration, uint32, where
-they fit: :data:`.sqlread.DURATION32`), globalTid (one thread's calls: one value), correlation
+they fit: :data:`.readcols.DURATION32`), globalTid (one thread's calls: one value), correlation
 id and name id (int32 and int16 where they fit, as :mod:`.memory` narrows them)."""
 
 
@@ -164,7 +166,7 @@ def read_runtime(
 ) -> list[np.ndarray]:
     """start, end, globalTid, correlationId, nameId of every CUDA API call (one scan; int64,
     narrower on large exports: :mod:`.memory`; the ends as durations where a page scan reads
-    them so, :data:`.sqlread.DURATION32`), read by ``sql`` (:func:`runtime_sql`), or
+    them so, :data:`.readcols.DURATION32`), read by ``sql`` (:func:`runtime_sql`), or
     with ``path`` (the export's file) by a page scan where its pages are decoded
     (:func:`.opsscan.runtime_parts`)."""
     cols, threads = None, read_threads()

@@ -33,7 +33,6 @@ import itertools
 import os
 import sqlite3
 import sys
-import threading
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -42,6 +41,27 @@ from urllib.parse import quote
 import numpy as np
 
 from specscope.analysis import memory
+from specscope.analysis.readcols import (
+    DURATION32,
+    NARROW16,
+    NARROW32,
+    NARROWED,
+    SPLIT16,
+    SPLIT32,
+    SPLIT32_UNIFORM,
+    SPLIT32_UNIFORM16,
+    UNIFORM64,
+    Durations,
+    TooWide,
+    Uniform,
+    allocate,
+    call_ends,
+    check_fits,
+    dtypes_of,
+    flat_dtypes,
+    put,
+    rows_of,
+)
 
 _BATCH_ROWS = "65536"
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -231,250 +251,6 @@ def rowid_ranges(con: sqlite3.Connection, table: str, parts: int) -> list[tuple[
     ]
 
 
-SPLIT32 = "split32"
-"""A dtype for :func:`int_columns_many`: the int64 column comes back as two int32 arrays, its
-high and its low 32 bits (what ``>> 32`` and a cast to int32 give), written batch by batch (no
-int64 array of the whole column)."""
-SPLIT32_UNIFORM = "split32-uniform"
-"""Like :data:`SPLIT32`, for a column whose high half is usually one value in every row (the
-device of every GPU operation of a one-GPU capture, its process): in a large read
-(:data:`.memory.ONE_VALUE_MIN_ROWS` rows or more), that half is kept as one value for as
-long as every row has it (:class:`_Uniform`) and comes back as a read-only view of it
-repeated (stride 0, as :func:`.memory.one_value_view` gives), not as 4 bytes a row."""
-NARROW32 = "narrow32"
-"""A dtype for :func:`int_columns_many`: int32 in a large read (as :data:`SPLIT32_UNIFORM`)
-where every value fits (correlation ids, bytes of a copy under 2 GiB), else int64:
-:func:`.memory.narrow_ints`' rule, without an int64 array of the whole column. A smaller
-read gives both as :mod:`.memory`'s rules leave them (int64, arrays)."""
-UNIFORM64 = "uniform64"
-"""A dtype for :func:`int_columns_many`: an int64 column usually of one value in every row (the
-launching thread of every CUDA API call of a one-thread capture): in a large read, kept as that
-value for as long as every row has it (:class:`_Uniform`) and given back as a read-only view of
-it repeated, :func:`.memory.one_value_view`'s result, without an array of every row first (40 M
-calls of an eager export: 320 MB); else int64 as read."""
-SPLIT16 = "split16"
-"""Like :data:`SPLIT32`, each half int16 in a large read where every value fits (an operation's
-short and full name ids: StringIds ids of a few thousand strings in most exports; 20 M ops:
-80 MB less while they are read); a value that does not: the read again as :data:`SPLIT32`."""
-SPLIT32_UNIFORM16 = "split32-uniform16"
-"""Like :data:`SPLIT32_UNIFORM`, its low half int16 in a large read where every value fits
-(stream ids; an operation's flags without exec ids); else the read again as
-:data:`SPLIT32_UNIFORM`."""
-NARROW16 = "narrow16"
-"""Like :data:`NARROW32`, int16 in a large read where every value fits, else int64 (a value
-that does not: the read again): :func:`.memory.narrow_ids`' rule for the StringIds ids naming
-the CUDA API calls, without an int32 array of every call first. That array stayed in the read
-ahead's memfd until the read was handed back: the child reading the 40 M calls of an eager
-export of 20 M GPU ops peaked at 1820 MiB with it, 1669 MiB without (2026-12-02)."""
-DURATION32 = "duration32"
-"""A dtype for :func:`int_columns_many`: an end time, given back as each row's duration (this
-column less the first, which must be an int64 start) as uint32 in a large read where every
-duration lies in 0..2**32-1 ns (4.29 s), else as the end times (int64: :class:`_Durations`
-turns into them at the first that does not, without a second read). The CUDA API calls'
-ends: 4 bytes a call less (40 M calls of an eager export: 151 MiB in the reading process and
-in the analysis). ``start + duration`` (int64) is the end, bit for bit (a NULL end of a NULL
-start included); :func:`call_ends` gives it."""
-_MARKERS = (
-    SPLIT32, SPLIT32_UNIFORM, NARROW32, UNIFORM64, SPLIT16, SPLIT32_UNIFORM16, NARROW16, DURATION32
-)  # fmt: skip
-_SPLITS = (SPLIT32, SPLIT32_UNIFORM, SPLIT16, SPLIT32_UNIFORM16)  # (two arrays each)
-# (read again wider where a value does not fit)
-_NARROWED = (NARROW32, SPLIT16, SPLIT32_UNIFORM16, NARROW16)
-
-
-def _dtypes(ncols: int, dtypes: Sequence | None) -> list:
-    if dtypes is None:
-        return [np.dtype(np.int64)] * ncols
-    return [d if isinstance(d, str) and d in _MARKERS else np.dtype(d) for d in dtypes]
-
-
-class _TooWide(Exception):
-    """A value of a :data:`NARROW32` (:data:`NARROW16`) column that int32 (int16) cannot
-    hold (``column``: its index)."""
-
-    def __init__(self, column: int):
-        super().__init__(column)
-        self.column = column
-
-
-def _check_fits(target, column, i: int) -> None:
-    """Raise :class:`_TooWide` when ``column`` (a batch of column ``i``) does not fit the int32
-    array ``target`` of a :data:`NARROW32` column, the int16 one of a :data:`NARROW16` column,
-    or the int16 half of a :data:`SPLIT16` or :data:`SPLIT32_UNIFORM16` pair."""
-    if not (np.ndim(column) and len(column)):
-        return
-    if isinstance(target, tuple):
-        narrow = [isinstance(half, np.ndarray) and half.dtype == np.int16 for half in target]
-        if any(narrow):
-            for values, check in zip(_halves(column), narrow, strict=True):
-                if check:
-                    _fits(values, np.int16, i)
-    elif isinstance(target, np.ndarray) and target.dtype in (np.int32, np.int16):
-        _fits(column, target.dtype, i)
-
-
-def _fits(values: np.ndarray, dtype, i: int) -> None:
-    info = np.iinfo(dtype)
-    if values.min() < info.min or values.max() > info.max:
-        raise _TooWide(i)
-
-
-def _halves(column) -> tuple[np.ndarray, np.ndarray]:
-    """The high and low 32 bits of a batch of a split column (views of it where it is a
-    contiguous int64 array on a little-endian machine)."""
-    column = np.asarray(column)
-    if sys.byteorder == "little" and column.dtype == np.int64 and column.flags.c_contiguous:
-        halves = column.view(np.int32).reshape(-1, 2)
-        return halves[:, 1], halves[:, 0]
-    column = column.astype(np.int64, copy=False)
-    return column >> 32, column.astype(np.int32)
-
-
-class _Uniform:
-    """A column of ``n`` rows of ``dtype`` written batch by batch from several threads, held as
-    one value until a batch brings another (then as an array, the value filled in where it had
-    been written): :data:`SPLIT32_UNIFORM`'s high half (int32), a :data:`UNIFORM64` column.
-    Slicing gives :class:`_Rows`, which the batch readers write into like an array
-    slice."""
-
-    def __init__(self, n: int, dtype=np.int32):
-        self.n, self.value, self.array = n, None, None
-        self.dtype = np.dtype(dtype)
-        self._lock = threading.Lock()
-
-    def __getitem__(self, rows: slice) -> _Rows:
-        lo, hi, _ = rows.indices(self.n)
-        return _Rows(self, lo, hi)
-
-    def put(self, lo: int, hi: int, values) -> None:
-        """Write ``values`` (an array or a scalar) to rows lo..hi."""
-        if self.array is None:
-            values = np.asarray(values)
-            if not values.size or values.min() == values.max():
-                one = int(values.flat[0]) if values.size else None
-                with self._lock:
-                    if self.array is None:
-                        if self.value is None:
-                            self.value = one
-                        if one is None or one == self.value:
-                            return  # still one value
-            with self._lock:
-                if self.array is None:  # every row written so far holds self.value
-                    array = _ALLOCATE(self.n, self.dtype)  # (filled before it is seen)
-                    array[:] = self.value or 0
-                    self.array = array
-        self.array[lo:hi] = values
-
-    def result(self, rows: np.ndarray | None = None) -> np.ndarray:
-        """The column (``rows``: only these rows): the array, or the value repeated as a
-        read-only stride-0 view."""
-        if self.array is not None:
-            return self.array if rows is None else self.array[rows]
-        n = self.n if rows is None else len(rows)
-        return np.broadcast_to(np.array([self.value or 0], dtype=self.dtype), (n,))
-
-
-class _Rows:
-    """Rows ``offset..stop`` of a column written batch by batch (a :class:`_Uniform` or a
-    :class:`_Durations`), written through ``rows[a:b] = values``: its ``put``."""
-
-    def __init__(self, column: _Uniform | _Durations, offset: int, stop: int):
-        self.column, self.offset, self.stop = column, offset, stop
-
-    def __len__(self) -> int:
-        return self.stop - self.offset
-
-    def __setitem__(self, rows: slice, values) -> None:
-        self.column.put(self.offset + rows.start, self.offset + rows.stop, values)
-
-
-class _Durations:
-    """A :data:`DURATION32` column of ``n`` rows written batch by batch from several threads:
-    each row's end less its start (uint32), the start read into ``start`` (the read's first
-    column, which every batch writes before this one). The first batch with a duration that
-    uint32 does not hold (an end before its start, a call longer than 4.29 s) turns the column
-    into the ends (int64): the rows written so far as durations are written again as ends, and
-    every later batch writes its ends (as :class:`_Uniform` turns into an array: no second
-    read). Slicing gives :class:`_Rows`, which the batch readers write the end times into
-    like an array slice."""
-
-    def __init__(self, n: int, start: np.ndarray):
-        self.values = _ALLOCATE(n, np.uint32)
-        self.start, self.ends = start, None
-        self._lock = threading.Lock()
-
-    def __getitem__(self, rows: slice) -> _Rows:
-        lo, hi, _ = rows.indices(len(self.values))
-        return _Rows(self, lo, hi)
-
-    def put(self, lo: int, hi: int, ends) -> None:
-        """Write the end times ``ends`` (an array or a scalar) of rows lo..hi."""
-        took = _durations(ends, self.start[lo:hi])
-        with self._lock:  # (a batch's check and write against the switch to ends)
-            if self.ends is None and took is None:
-                self.ends = _ALLOCATE(len(self.values), np.int64)
-                for a in range(0, len(self.values), memory.CHUNK_ROWS):  # (rows not yet
-                    part = slice(a, a + memory.CHUNK_ROWS)  # written: written again later)
-                    np.add(self.start[part], self.values[part], out=self.ends[part])
-            if self.ends is None:
-                self.values[lo:hi] = took
-            else:
-                self.ends[lo:hi] = ends
-
-    def result(self, rows: np.ndarray | None = None) -> np.ndarray:
-        """The durations, or the ends where the column turned into them (``rows``: only
-        these rows)."""
-        column = self.values if self.ends is None else self.ends
-        return column if rows is None else column[rows]
-
-
-def _durations(ends, start: np.ndarray) -> np.ndarray | None:
-    """``ends - start`` (int64, wrapping as :func:`call_ends`' sum does) where every one is a
-    duration uint32 holds, else None."""
-    took = np.subtract(ends, start, dtype=np.int64)
-    if took.size and (took.min() < 0 or took.max() > np.iinfo(np.uint32).max):
-        return None
-    return took
-
-
-def call_ends(start: np.ndarray, ends: np.ndarray, rows=slice(None)) -> np.ndarray:
-    """The end times (int64) of rows ``rows`` of a read's ``start`` and :data:`DURATION32`
-    column ``ends``: the durations added to the starts where they are durations (uint32),
-    else the ends as they are."""
-    if ends.dtype != np.uint32:
-        return ends[rows]
-    return start[rows] + ends[rows]  # (int64 + uint32: int64)
-
-
-def as_durations(start: np.ndarray, ends: np.ndarray) -> np.ndarray:
-    """``ends`` (int64) as a :data:`DURATION32` read gives them: each row's duration (uint32)
-    in a large read where every one fits, else as they are. For a read by SQL, whole columns
-    (a chunk at a time: no int64 temporary of every row's)."""
-    if len(ends) < memory.ONE_VALUE_MIN_ROWS or ends.dtype != np.int64:
-        return ends
-    out = np.empty(len(ends), dtype=np.uint32)
-    for lo in range(0, len(ends), memory.CHUNK_ROWS):
-        part = slice(lo, lo + memory.CHUNK_ROWS)
-        if (took := _durations(ends[part], start[part])) is None:
-            return ends
-        out[part] = took
-    return out
-
-
-def _put(target, n: int, m: int, column) -> None:
-    """Write ``column`` (m values, or a scalar) to rows n..n+m of ``target``: an array, or the
-    (high, low) pair of a SPLIT32 column."""
-    if not isinstance(target, tuple):
-        target[n : n + m] = column
-        return
-    high, low = target
-    column = np.asarray(column)
-    if column.ndim == 0:
-        high[n : n + m] = low[n : n + m] = column
-    else:
-        high[n : n + m], low[n : n + m] = _halves(column)
-
-
 def _concat(parts: list[list[np.ndarray]], ncols: int, dtypes: list[np.dtype]) -> list:
     """Column-wise concatenation of per-batch arrays, freeing each column's pieces as it goes."""
     out = []
@@ -506,13 +282,13 @@ def _put_batch(into: list, n: int, m: int, cols: list, ncols: int, overflow) -> 
     """Write the ``m`` rows of ``cols`` (the first columns of a batch) to rows n..n+m of the
     arrays ``into``, the columns a query does not return as 0; the rows written so far.
     ``overflow``: the exception class for more rows than ``into`` holds."""
-    if n + m > _rows(into[0]):
+    if n + m > rows_of(into[0]):
         raise overflow("more rows than the rowid range allows")
     for i, c in enumerate(cols):
-        _check_fits(into[i], c, i)
-        _put(into[i], n, m, c)
+        check_fits(into[i], c, i)
+        put(into[i], n, m, c)
     for i in range(len(cols), ncols):  # columns the query does not return
-        _put(into[i], n, m, 0)
+        put(into[i], n, m, 0)
     return n + m
 
 
@@ -539,12 +315,12 @@ def _sqlite3_batches(
         if into is None:
             parts.append([arr[:, i].astype(dtypes[i]) for i in range(width)])
         else:
-            if n + len(arr) > _rows(into[0]):
+            if n + len(arr) > rows_of(into[0]):
                 raise ValueError("more rows than the rowid range allows")
             for i in range(ncols):
                 column = arr[:, i] if i < width else 0
-                _check_fits(into[i], column, i)
-                _put(into[i], n, len(arr), column)
+                check_fits(into[i], column, i)
+                put(into[i], n, len(arr), column)
             n += len(arr)
     return parts if into is None else n
 
@@ -561,7 +337,7 @@ def int_columns(
 
     ``dtypes``: one numpy dtype per column (default int64); values must fit.
     """
-    dts = _dtypes(ncols, dtypes)
+    dts = dtypes_of(ncols, dtypes)
     if columnar is not None:
         parts = _adbc_batches(columnar, sql, ncols, dts)
     else:
@@ -598,28 +374,16 @@ def int_columns_many(
     """
     from specscope.analysis.pagescan import Unsupported
 
-    dts, wide = _dtypes(ncols, dtypes), set()
+    dts, wide = dtypes_of(ncols, dtypes), set()
     while True:
         try:
             return _read_many(con, connect, queries, ncols, dts, wide, threads, on_done)
-        except _TooWide as e:
-            if dts[e.column] not in _NARROWED or e.column in wide:
+        except TooWide as e:
+            if dts[e.column] not in NARROWED or e.column in wide:
                 raise ValueError(f"column {e.column} does not fit its dtype") from None
             wide.add(e.column)
         except Unsupported:  # a page scan met what it does not decode: every part by SQL
             queries = [(q if isinstance(q, str) else q.sql, b) for q, b in queries]
-
-
-_ALLOCATE = np.empty
-"""How :func:`int_columns_many` allocates its result arrays, ``(n, dtype) -> array``: numpy's
-own, or in :mod:`.forkread`'s child the memory it hands back (:func:`allocate_with`)."""
-
-
-def allocate_with(empty) -> None:
-    """Have :func:`int_columns_many` allocate its results with ``empty(n, dtype)`` from now on
-    in this process (:class:`.forkread.Child`: in the memfd the parent maps, no copy)."""
-    global _ALLOCATE
-    _ALLOCATE = empty
 
 
 def _read_many(con, connect, queries, ncols: int, dts: list, wide: set, threads: int, on_done):
@@ -630,20 +394,20 @@ def _read_many(con, connect, queries, ncols: int, dts: list, wide: set, threads:
     total = int(offsets[-1])
     large = total >= memory.ONE_VALUE_MIN_ROWS
 
-    def allocate(i: int, d):
-        empty = _ALLOCATE
+    def column(i: int, d):  # (the result array of column i, or its pair, or its writer)
+        empty = allocate
         if d in (NARROW32, NARROW16):
             narrow = np.int32 if d == NARROW32 else np.int16
             return empty(total, narrow if large and i not in wide else np.int64)
         if d == DURATION32:
             if not large or dts[0] != np.dtype(np.int64):
                 return empty(total, np.int64)
-            return _Durations(total, out[0])
+            return Durations(total, out[0])
         if d == UNIFORM64:
-            return _Uniform(total, np.int64) if large else empty(total, np.int64)
+            return Uniform(total, np.int64) if large else empty(total, np.int64)
         half = np.int16 if large and i not in wide else np.int32  # (SPLIT16's halves)
         if d in (SPLIT32_UNIFORM, SPLIT32_UNIFORM16):
-            high = _Uniform(total) if large else empty(total, np.int32)
+            high = Uniform(total) if large else empty(total, np.int32)
             return high, empty(total, half if d == SPLIT32_UNIFORM16 else np.int32)
         if d in (SPLIT32, SPLIT16):
             width = half if d == SPLIT16 else np.int32
@@ -652,7 +416,7 @@ def _read_many(con, connect, queries, ncols: int, dts: list, wide: set, threads:
 
     out: list = []
     for i, d in enumerate(dts):  # (in order: a DURATION32 column refers to the first)
-        out.append(allocate(i, d))
+        out.append(column(i, d))
     sql = any(isinstance(q, str) for q, _ in queries)  # (page scans need no connection)
     first = connect() if sql else None
 
@@ -702,7 +466,7 @@ def _read_many(con, connect, queries, ncols: int, dts: list, wide: set, threads:
         keep = np.concatenate(
             [np.arange(offsets[i], offsets[i] + n, dtype=np.int64) for i, n in enumerate(counts)]
         )
-    flat = [a.result(keep) if isinstance(a, _Uniform | _Durations) else a if keep is None
+    flat = [a.result(keep) if isinstance(a, Uniform | Durations) else a if keep is None
             else a[keep] for a in flat]  # fmt: skip
     if large and sum(counts) < memory.ONE_VALUE_MIN_ROWS:  # holes left a small read
         flat = [
@@ -713,15 +477,6 @@ def _read_many(con, connect, queries, ncols: int, dts: list, wide: set, threads:
             else a.astype(np.int32)
             if a.dtype == np.int16
             else np.ascontiguousarray(a)  # (views: arrays)
-            for a, d in zip(flat, _flat_dtypes(dts), strict=True)
+            for a, d in zip(flat, flat_dtypes(dts), strict=True)
         ]
     return flat
-
-
-def _flat_dtypes(dts: list) -> list:
-    """The dtype (marker) of each array :func:`_read_many` returns (two per split column)."""
-    return [x for d in dts for x in ((d, d) if d in _SPLITS else (d,))]
-
-
-def _rows(target) -> int:
-    return len(target[0] if isinstance(target, tuple) else target)

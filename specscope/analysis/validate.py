@@ -32,7 +32,8 @@ import numpy as np
 import pandas as pd
 
 from specscope.analysis.memory import CHUNK_ROWS, few_distinct, increasing
-from specscope.analysis.sqlread import NULL_INT, call_ends
+from specscope.analysis.readcols import call_ends
+from specscope.analysis.sqlread import NULL_INT
 
 CAPTURE_SLACK_NS = 1_000_000_000
 """How far outside ``[0, duration]`` of the capture a time may lie (clock skew between CPU and
@@ -125,7 +126,7 @@ def clean(trace) -> list[str]:
 
 def _call_ends(runtime: list[np.ndarray], bounds: tuple[int, int]) -> np.ndarray:
     """The ends of the CUDA API calls ``runtime`` (:attr:`.loader.Trace._runtime`) for
-    :func:`bad_times`: where they are durations (:data:`.sqlread.DURATION32`: never below
+    :func:`bad_times`: where they are durations (:data:`.readcols.DURATION32`: never below
     their start), the latest end when every call starts inside ``bounds`` (a pass a chunk at
     a time: the usual case needs no more, and no array of every end), else every end."""
     start, ends = runtime[0], runtime[1]

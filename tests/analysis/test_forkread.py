@@ -10,7 +10,7 @@ import time
 import numpy as np
 import pytest
 
-from specscope.analysis import forkread, progress
+from specscope.analysis import forkread, progress, readcols
 
 pytestmark = pytest.mark.skipif(
     not hasattr(os, "memfd_create") or not hasattr(os, "fork"), reason="Linux only"
@@ -224,15 +224,14 @@ def test_arrays_allocated_in_the_memfd_are_mapped_without_being_written_out(monk
 def test_the_child_allocates_in_the_memfd_only_when_asked():
     """``allocate_with`` hands the child's work the memfd's allocator; this process keeps its
     own."""
-    from specscope.analysis import sqlread
 
     def work():
-        a = sqlread._ALLOCATE(200_000, np.int64)
+        a = readcols._ALLOCATE(200_000, np.int64)
         a[:] = np.arange(200_000)
-        return [a, sqlread._ALLOCATE is np.empty]
+        return [a, readcols._ALLOCATE is np.empty]
 
-    got = forkread.Child(work, sqlread.allocate_with).result()
+    got = forkread.Child(work, readcols.allocate_with).result()
     assert got is not None and got[1] is False
     np.testing.assert_array_equal(got[0], np.arange(200_000))
-    assert sqlread._ALLOCATE is np.empty
+    assert readcols._ALLOCATE is np.empty
     assert forkread.Child(work).result()[1] is True

@@ -59,7 +59,8 @@ def test_many_fills_columns_a_query_leaves_out_with_zero(
 def test_split32_columns_come_back_as_halves(
     reader: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from specscope.analysis.sqlread import SPLIT32, columnar_connection, int_columns_many
+    from specscope.analysis.readcols import SPLIT32
+    from specscope.analysis.sqlread import columnar_connection, int_columns_many
 
     pairs = [(7, 2**31 - 1), (-2, -10), (2**31 - 1, 0), (-(2**31), 5)]
     con, path = _two_column_table(reader, tmp_path, monkeypatch, ("hi", "lo"), pairs)
@@ -82,14 +83,14 @@ def test_split32_columns_come_back_as_halves(
 def test_narrow32_columns_are_int32_in_a_large_read_where_every_value_fits(
     reader: str, large: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from specscope.analysis import memory, sqlread
+    from specscope.analysis import memory, readcols, sqlread
 
     rows = [(1, 7), (2, -(2**31)), (3, 2**31 - 1), (4, 2**31)]  # the last fits int64 only
     con, path = _two_column_table(reader, tmp_path, monkeypatch, ("a", "b"), rows)
     monkeypatch.setattr(memory, "ONE_VALUE_MIN_ROWS", 0 if large else 1 << 20)
     connect = lambda: sqlread.columnar_connection(path)  # noqa: E731
     ranges = sqlread.rowid_ranges(con, "t", 2)
-    narrow = sqlread.NARROW32
+    narrow = readcols.NARROW32
 
     def read(last: int) -> list[np.ndarray]:
         queries = [(f"SELECT a, b FROM t{where} AND a <= {last}", n) for where, n in ranges]
@@ -110,14 +111,14 @@ def test_narrow16_columns_are_int16_in_a_large_read_where_every_value_fits(
 ) -> None:
     """The name ids of the CUDA API calls: int16 where every value fits (a large read), else
     the read again with them int64, as a small read gives them; the values the same."""
-    from specscope.analysis import memory, sqlread
+    from specscope.analysis import memory, readcols, sqlread
 
     rows = [(1, -1), (2, -(2**15)), (3, 2**15 - 1), (4, 2**15)]  # the last fits int32 only
     con, path = _two_column_table(reader, tmp_path, monkeypatch, ("a", "b"), rows)
     monkeypatch.setattr(memory, "ONE_VALUE_MIN_ROWS", 0 if large else 1 << 20)
     connect = lambda: sqlread.columnar_connection(path)  # noqa: E731
     ranges = sqlread.rowid_ranges(con, "t", 2)
-    dtypes = (sqlread.NARROW32, sqlread.NARROW16)
+    dtypes = (readcols.NARROW32, readcols.NARROW16)
 
     def read(last: int) -> list[np.ndarray]:
         queries = [(f"SELECT a, b FROM t{where} AND a <= {last}", n) for where, n in ranges]
@@ -151,9 +152,9 @@ def test_duration32_columns_are_uint32_durations_where_every_one_fits(
     """The CUDA API calls' ends: each call's duration (end less start, uint32) in a large
     read where every one fits, else the ends (int64) as a small read gives them, whether the
     row that does not fit comes in the first batch or after durations were written (the
-    column turns into the ends, without a second read); the ends (:func:`.sqlread.call_ends`)
+    column turns into the ends, without a second read); the ends (:func:`.readcols.call_ends`)
     the same, bit for bit, either way."""
-    from specscope.analysis import memory, sqlread
+    from specscope.analysis import memory, readcols, sqlread
 
     rows = [(10, 25), (-(2**40), -(2**40) + 3), (2**62, 2**62 + 1000)]
     rows = [last, *rows] if first else [*rows, last]
@@ -162,14 +163,14 @@ def test_duration32_columns_are_uint32_durations_where_every_one_fits(
     queries = [("SELECT s, e FROM t WHERE rowid <= 2", 2)]
     queries += [("SELECT s, e FROM t WHERE rowid > 2", 5)]  # (a bound with room: holes)
     connect = lambda: sqlread.columnar_connection(path)  # noqa: E731
-    dtypes = ("i8", sqlread.DURATION32)
+    dtypes = ("i8", readcols.DURATION32)
     start, ends = sqlread.int_columns_many(con, connect, queries, 2, dtypes, threads=2)
     null = sqlread.NULL_INT
     want = [(null if s is None else s, null if e is None else e) for s, e in rows]
     assert start.tolist() == [s for s, _ in want]
-    assert sqlread.call_ends(start, ends).tolist() == [e for _, e in want]
+    assert readcols.call_ends(start, ends).tolist() == [e for _, e in want]
     assert ends.dtype == (np.uint32 if large and durations else np.int64)
-    assert sqlread.call_ends(start, ends, np.array([3, 0])).tolist() == [want[3][1], want[0][1]]
+    assert readcols.call_ends(start, ends, np.array([3, 0])).tolist() == [want[3][1], want[0][1]]
     calls, read_many = [], sqlread._read_many
     monkeypatch.setattr(sqlread, "_read_many", lambda *a: calls.append(a) or read_many(*a))
     sqlread.int_columns_many(con, connect, queries, 2, dtypes, threads=2)
@@ -182,16 +183,16 @@ def test_duration32_columns_are_uint32_durations_where_every_one_fits(
 def test_split16_halves_are_int16_in_a_large_read_where_every_value_fits(
     reader: str, large: bool, uniform: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """:data:`.sqlread.SPLIT16` (both halves) and :data:`.sqlread.SPLIT32_UNIFORM16` (the low
+    """:data:`.readcols.SPLIT16` (both halves) and :data:`.readcols.SPLIT32_UNIFORM16` (the low
     half): int16 where every value fits, else the read again with int32 halves; the values the
     same either way."""
-    from specscope.analysis import memory, sqlread
+    from specscope.analysis import memory, readcols, sqlread
 
     rows = [(1, 5), (-(2**15), 2**15 - 1), (3, -7), (4, 2**15)]  # the last low fits int32 only
     con, path = _two_column_table(reader, tmp_path, monkeypatch, ("hi", "lo"), rows)
     monkeypatch.setattr(memory, "ONE_VALUE_MIN_ROWS", 0 if large else 1 << 20)
     connect = lambda: sqlread.columnar_connection(path)  # noqa: E731
-    marker = sqlread.SPLIT32_UNIFORM16 if uniform else sqlread.SPLIT16
+    marker = readcols.SPLIT32_UNIFORM16 if uniform else readcols.SPLIT16
     packed = "(hi << 32) | (lo & 4294967295)"
 
     def read(last: int) -> list[np.ndarray]:
@@ -219,7 +220,7 @@ def test_split16_halves_are_int16_in_a_large_read_where_every_value_fits(
 def test_split32_uniform_high_halves_stay_one_value_while_every_row_has_it(
     reader: str, highs: list[int], uniform: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from specscope.analysis import memory, sqlread
+    from specscope.analysis import memory, readcols, sqlread
 
     rows = [(h, lo) for h, lo in zip(highs, [10, -3, 2**31 - 1, 0], strict=True)]
     con, path = _two_column_table(reader, tmp_path, monkeypatch, ("hi", "lo"), rows)
@@ -231,7 +232,7 @@ def test_split32_uniform_high_halves_stay_one_value_while_every_row_has_it(
     ]
     connect = lambda: sqlread.columnar_connection(path)  # noqa: E731
     high, low = sqlread.int_columns_many(
-        con, connect, queries, 1, (sqlread.SPLIT32_UNIFORM,), threads=2
+        con, connect, queries, 1, (readcols.SPLIT32_UNIFORM,), threads=2
     )
     assert high.tolist() == highs and low.tolist() == [lo for _, lo in rows]
     assert high.dtype == low.dtype == np.int32
@@ -250,14 +251,14 @@ def test_uniform64_columns_stay_one_value_while_every_row_has_it(
 ) -> None:
     """The launching thread of every call (int64): one element while every row has it, what
     :func:`.memory.one_value_view` makes of the column read whole; an array otherwise."""
-    from specscope.analysis import memory, sqlread
+    from specscope.analysis import memory, readcols, sqlread
 
     rows = [(v, k) for k, v in enumerate(values)]
     con, path = _two_column_table(reader, tmp_path, monkeypatch, ("v", "k"), rows)
     monkeypatch.setattr(memory, "ONE_VALUE_MIN_ROWS", 0)
     queries = [("SELECT v FROM t WHERE rowid <= 2", 2), ("SELECT v FROM t WHERE rowid > 2", 5)]
     connect = lambda: sqlread.columnar_connection(path)  # noqa: E731
-    (got,) = sqlread.int_columns_many(con, connect, queries, 1, (sqlread.UNIFORM64,), threads=2)
+    (got,) = sqlread.int_columns_many(con, connect, queries, 1, (readcols.UNIFORM64,), threads=2)
     assert got.tolist() == values and got.dtype == np.int64
     assert (got.strides == (0,)) is uniform
     want = memory.one_value_view(np.array(values, dtype=np.int64))
@@ -339,18 +340,18 @@ def test_a_pandas_that_needs_pyarrow_keeps_the_usual_reader(tmp_path: Path) -> N
 
 
 def test_ends_read_by_sql_become_durations_where_every_one_fits(monkeypatch) -> None:
-    """:func:`.sqlread.as_durations`: a SQL read's ends as a page scan gives them, chunk by
+    """:func:`.readcols.as_durations`: a SQL read's ends as a page scan gives them, chunk by
     chunk; the ends as they are where one duration does not fit, or the read is small."""
-    from specscope.analysis import memory, sqlread
+    from specscope.analysis import memory, readcols
 
     monkeypatch.setattr(memory, "CHUNK_ROWS", 3)
     start = np.arange(10, dtype=np.int64) * 1000
     ends = start + np.arange(10, dtype=np.int64)
     monkeypatch.setattr(memory, "ONE_VALUE_MIN_ROWS", 0)
-    took = sqlread.as_durations(start, ends)
-    assert took.dtype == np.uint32 and np.array_equal(sqlread.call_ends(start, took), ends)
+    took = readcols.as_durations(start, ends)
+    assert took.dtype == np.uint32 and np.array_equal(readcols.call_ends(start, took), ends)
     late = ends.copy()
     late[8] = start[8] + 2**32  # (in the last chunk but one)
-    assert sqlread.as_durations(start, late) is late
+    assert readcols.as_durations(start, late) is late
     monkeypatch.setattr(memory, "ONE_VALUE_MIN_ROWS", 11)
-    assert sqlread.as_durations(start, ends) is ends
+    assert readcols.as_durations(start, ends) is ends
