@@ -27,6 +27,7 @@ STAGES = [
     ("specscope.analysis.opsread", "read_ops", "GPU operations read"),
     ("specscope.analysis.loader", "op_names", "op names (categoricals)"),
     ("specscope.analysis.loader", "_unpack_op_flags", "op flags unpacked"),
+    ("specscope.analysis.loader", "by_device", "rows regrouped by device (ranks)"),
     ("specscope.analysis.validate", "validated", "validation"),
     ("specscope.analysis.steps", "_launch_steps", "launch lookup, steps of the ops"),
     ("specscope.analysis.steps", "find_steps", "steps found"),
@@ -36,6 +37,7 @@ STAGES = [
     ("specscope.analysis.gaps", "gap_attribution", "gap attribution"),
     ("specscope.analysis.metrics", "_api_metrics", "API call counts"),
     ("specscope.analysis.summary", "summarize", "summary"),
+    ("specscope.analysis.auto", "analyze_processes", "every process analysed"),
     ("specscope.analysis.run:Analysis", "shed", "shed (compare: op totals kept)"),
     ("specscope.analysis.compare", "compare_runs", "compare_runs"),
 ]
