@@ -9,11 +9,15 @@
 # export, bench/merge_ranks.py; ranks8x20m.sqlite: 8 ranks of 2.5 M) and ops2m_el.sqlite and
 # ops2m_el_nonvtx.sqlite (eager launches,
 # make_export.py --launches eager), each skipped where it is not there. Run it on an otherwise
-# idle machine: about 7 minutes on 2 cores.
-set -e
+# idle machine: about 7 minutes on 2 cores. It ends with one table of every goal, met or not
+# (bench/sitting_summary.py, from the rows the benchmarks appended and the output kept in a log).
+set -eo pipefail
 cd "$(dirname "$0")/.."
 exports="${1:-/tmp/bench}"
 unset PYTHONDONTWRITEBYTECODE  # (timings with bytecode cached, as users run)
+log=$(mktemp /tmp/goal_sitting.XXXXXX.log)  # (kept: bench/sitting_summary.py reads it at the end)
+
+sitting() {
 echo "=== start $(date -u +%H:%M:%S) $(git rev-parse --short HEAD) load $(cut -d' ' -f1 /proc/loadavg)"
 python bench/bench_analyze.py "$exports/ops2m.sqlite"
 python bench/bench_analyze.py "$exports/ops2m_nonvtx.sqlite" --preset ''
@@ -32,3 +36,8 @@ if [ -f "$exports/ops2m_el.sqlite" ] && [ -f "$exports/ops2m_el_nonvtx.sqlite" ]
   python bench/bench_analyze.py "$exports/ops2m_el_nonvtx.sqlite" --preset ''
 fi
 echo "=== end $(date -u +%H:%M:%S) load $(cut -d' ' -f1 /proc/loadavg)"
+}
+
+sitting 2>&1 | tee "$log"
+echo "(this output: $log)"
+python bench/sitting_summary.py "$log"  # every goal in one table, from the rows just written
