@@ -111,6 +111,10 @@ def export_rows(lines: list[str], analyzed: list[dict]) -> list[dict]:
     out = []
     for row in analyzed:
         a, floor = row["analyze"], row["floor"]
+        if "best_s" not in a:  # (a failed or skipped analysis: a row that says so)
+            why = f"exit {a['rc']}" if "rc" in a else a.get("skipped", "not run")
+            out.append({"export": row["export"]["path"], "failed": why})
+            continue
         out.append(
             {
                 "export": row["export"]["path"],
@@ -142,9 +146,10 @@ def export_rows(lines: list[str], analyzed: list[dict]) -> list[dict]:
                 "peer": peer["best"]["wall_s"] if peer else None,
             }
         )
-    known = {r["export"]: r["ops"] for r in out if r["ops"]}
+    known = {r["export"]: r["ops"] for r in out if r.get("ops")}
     for r in out:
-        r["ops"] = r["ops"] or known.get(r["export"]) or ops_in(r["export"])
+        if "failed" not in r:
+            r["ops"] = r["ops"] or known.get(r["export"]) or ops_in(r["export"])
     return out
 
 
@@ -157,6 +162,10 @@ def goal_table(exports: list[dict], cli: list[dict]) -> list[str]:
     head = ("goal", "what", "best / median", "ratio to the scan (best / median)", "peak RSS")
     lines = [f"| {' | '.join(head)} | peer | met |", "|---|---|---|---|---|---|---|"]
     for r in exports:
+        if "failed" in r:
+            name = Path(r["export"]).name
+            lines.append(f"| - | {name} | analyze failed ({r['failed']}) | - | - | - | **no** |")
+            continue
         large = r["ops"] is not None and r["ops"] >= LARGE_OPS
         limit = RATIO_LARGE if large else RATIO_SMALL
         goal = f"<= {limit}x" + (", <= 1 GiB" if large else "")

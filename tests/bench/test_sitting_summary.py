@@ -95,7 +95,10 @@ def test_each_goal_judged_from_the_sittings_rows_only(tmp_path):
         # another sitting's: an earlier time, and another commit
         _analyze_row("2026-12-03T09:20:00+00:00", "/tmp/old.sqlite", 2_000_000, 9.0, 1.0),
         _analyze_row("2026-12-03T09:57:00+00:00", "/tmp/other.sqlite", 2, 9.0, 1.0, sha="abc"),
+        # an analysis that failed: a row that says so, never a figure
+        _analyze_row("2026-12-03T09:58:00+00:00", "/tmp/broken.sqlite", 2, 0.1, 1.0),
     ]
+    rows[-1]["analyze"] = {"cmd": "python -m specscope analyze /tmp/broken.sqlite", "rc": 1}
     cli = [_cli_row("2026-12-03T09:58:00+00:00", 0.44), _cli_row("2026-12-03T08:00:00+00:00", 9)]
     out = bench.summary(*_write(tmp_path, log_lines, rows, cli))
     assert out[0].startswith("Sitting of 856e8cd, 09:55:14-10:01:17")
@@ -107,6 +110,8 @@ def test_each_goal_judged_from_the_sittings_rows_only(tmp_path):
     assert "20.0 M ops" in by["big.sqlite"] and "<= 2.0x, <= 1 GiB" in by["big.sqlite"]
     assert by["big.sqlite"].endswith("| **no** |") and "nsys stats 40.0 s" in by["big.sqlite"]
     assert by["specscope --help"].endswith("| yes |")
+    failed = "| - | broken.sqlite | analyze failed (exit 1) | - | - | - | **no** |"
+    assert by["broken.sqlite"] == failed
     small = next(line for line in table if "small analyze" in line)
     assert "b.sqlite" in small and "0.440" in small and small.endswith("| **no** |")
     assert "import pandas alone 0.480 s" in small
