@@ -56,7 +56,7 @@ def graph_launches(trace: Trace) -> pd.DataFrame:
             ),
             8,
         )
-        cols[0], cols[1] = trace._session_times(cols[0], cols[1])
+        cols[0], cols[1] = trace.session_times(cols[0], cols[1])
     elif trace.capture_mode is CaptureMode.NODE:
         cols = launches_from_ops(trace) or node_launches(trace)
     else:
@@ -92,7 +92,7 @@ def launches_from_ops(trace: Trace) -> list[np.ndarray] | None:
     if "ops" not in trace.__dict__ and not opsread.pending(trace.sqlite_file or trace.path):
         return None
     trace.ops  # noqa: B018  (reads them, and starts the grouping)
-    return None if trace._ops_launches is None else trace._ops_launches.result()
+    return trace.launches_of_read()
 
 
 def node_launches(trace: Trace) -> list[np.ndarray]:
@@ -123,13 +123,13 @@ def node_launches(trace: Trace) -> list[np.ndarray]:
                 for where, bound in ranges
             ]  # fmt: skip
     file = trace.sqlite_file or trace.path
-    cols = trace._read(
+    cols = trace.read_guarded(
         lambda: int_columns_many(
             trace.con, lambda: columnar_connection(file), parts, 7, threads=threads
         )
     )
     start, end, *rest = group_launches(*cols)
-    return [*trace._session_times(start, end), *rest]
+    return [*trace.session_times(start, end), *rest]
 
 
 def graph_event_tables(trace: Trace) -> tuple[str | None, str | None]:
@@ -183,7 +183,7 @@ def graph_creations(trace: Trace) -> pd.DataFrame:
             f"SELECT p, g, min(t) FROM ({' UNION ALL '.join(selects)}) GROUP BY p, g"
         )
     out = pd.DataFrame(rows, columns=["pid", "graph_id", "created_ns"], dtype="int64")
-    out["created_ns"] = trace._session_times(out["created_ns"].to_numpy())[0]
+    out["created_ns"] = trace.session_times(out["created_ns"].to_numpy())[0]
     return out
 
 

@@ -207,10 +207,10 @@ class Trace:
     @cached_property
     def time_shift(self) -> int:
         """What ``nsys export --ts-normalize``/``--ts-shift`` added to every time (ns; 0 for
-        a plain export), taken off every time read (:meth:`_session_times`)."""
+        a plain export), taken off every time read (:meth:`session_times`)."""
         return export_time_shift(self.meta)
 
-    def _session_times(self, *times: np.ndarray) -> list[np.ndarray]:
+    def session_times(self, *times: np.ndarray) -> list[np.ndarray]:
         """``times`` (int64 ns arrays, as read) on the session's clock: :attr:`time_shift`
         taken off (:func:`.timeshift.unshift`)."""
         return [unshift(t, self.time_shift) for t in times]
@@ -360,9 +360,10 @@ class Trace:
         read = opsread.take(self.sqlite_file or self.path, "nvtx")  # read ahead, or now
         if read is None:
             file = self.sqlite_file or self.path
-            read = self._read(lambda: read_nvtx(self.con, self._columnar, nvtx_sql(have), file))
+            sql = nvtx_sql(have)
+            read = self.read_guarded(lambda: read_nvtx(self.con, self._columnar, sql, file))
         start, end, is_open, code, gtid, domain_id, etype, has_text, rowid = read
-        start, end = self._session_times(start, end)
+        start, end = self.session_times(start, end)
         progress.report("NVTX ranges", 1, 1)
         # Names are codes: StringIds ids, or -2 - i for the i-th distinct explicit ``text``.
         text = nvtx_text(have)
@@ -444,7 +445,7 @@ class Trace:
             " AND typeof(end) = 'integer' AND end >= start ORDER BY start",
             (pid << 24 | tid,),
         )
-        start, end = self._session_times(
+        start, end = self.session_times(
             *(np.array([r[i] for r in rows], dtype=np.int64) for i in (0, 1))
         )
         strings = self.strings
@@ -503,11 +504,11 @@ class Trace:
         if read is None:
             sql = runtime_sql(self.columns(RUNTIME))
             file = self.sqlite_file or self.path
-            read = self._read(lambda: read_runtime(self.con, self._columnar, sql, file))
+            read = self.read_guarded(lambda: read_runtime(self.con, self._columnar, sql, file))
         if read[1].dtype == np.uint32:  # durations: the same on any clock
-            calls = [*self._session_times(read[0]), *read[1:]]
+            calls = [*self.session_times(read[0]), *read[1:]]
         else:
-            calls = [*self._session_times(read[0], read[1]), *read[2:]]
+            calls = [*self.session_times(read[0], read[1]), *read[2:]]
         stretches = process_stretches(calls[2])
         if stretches is None:  # (several processes' calls interleaved: each one's together)
             calls = calls_by_process(calls)
@@ -532,9 +533,11 @@ class Trace:
 
     def int_columns(self, sql: str, ncols: int) -> list[np.ndarray]:
         """The integer columns of ``sql`` as int64 arrays (see :mod:`.sqlread`)."""
-        return self._read(lambda: int_columns(self.con, self._columnar, sql, ncols))
+        return self.read_guarded(lambda: int_columns(self.con, self._columnar, sql, ncols))
 
-    def _read(self, read):
+    def read_guarded(self, read):
+        """``read()``, a read of this export, its SQLite errors (ADBC's classes too) raised as
+        one-line TraceErrors (:func:`sql_errors`)."""
         with sql_errors(self.path):
             try:
                 return read()
@@ -547,7 +550,7 @@ class Trace:
     def ops(self) -> pd.DataFrame:
         """Every GPU operation, with the start and thread of the API call that launched it."""
         columns, execs = self._read_ops()
-        columns[0], columns[1] = self._session_times(columns[0], columns[1])
+        columns[0], columns[1] = self.session_times(columns[0], columns[1])
         if "capture_mode" not in self.__dict__:  # (the cached property, from this read)
             self.__dict__["capture_mode"] = self._mode_of_read(columns[8])
         execs = exec_ids(columns[8]) if execs and self.capture_mode is CaptureMode.NODE else None
@@ -636,7 +639,8 @@ class Trace:
                 runtime.submit(lambda: self._runtime)
         try:
             execs = self.graph_execs
-            return self._read(lambda: read_ops(self.con, file, self.tables, threads, execs)), execs
+            read = self.read_guarded(lambda: read_ops(self.con, file, self.tables, threads, execs))
+            return read, execs
         finally:
             if runtime is not None:
                 runtime.shutdown()  # waits; a failure is raised again by _launches
@@ -739,6 +743,13 @@ class Trace:
         start[hit], end[hit] = a_start[row[hit]], call_ends(a_start, a_end, row[hit])
         tid[hit] = a_gtid[row[hit]] & _PID_MASK
         return start, end, tid
+
+    def launches_of_read(self) -> list[np.ndarray] | None:
+        """Node mode's graph launches grouped from the operations' read, once that is done
+        (:func:`.launches.launches_of_ops`, started by :attr:`ops`); None where it was not
+        (graph mode, a read without exec ids, an exec id that did not fit, or grouped
+        devices' rows)."""
+        return None if self._ops_launches is None else self._ops_launches.result()
 
     @cached_property
     def graph_launches(self) -> pd.DataFrame:
