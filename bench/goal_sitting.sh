@@ -15,6 +15,12 @@ set -eo pipefail
 cd "$(dirname "$0")/.."
 exports="${1:-/tmp/bench}"
 unset PYTHONDONTWRITEBYTECODE  # (timings with bytecode cached, as users run)
+if ! python -c "import specscope.analysis.loader" 2>/dev/null; then  # (pandas, numpy: every
+  # benchmark runs `python -m specscope`, which without them fails only once it analyses)
+  echo "goal_sitting: $(command -v python) cannot import specscope's analysis (pandas, numpy);" \
+    "activate the environment README command 1 makes (. .venv/bin/activate)" >&2
+  exit 2
+fi
 log=$(mktemp /tmp/goal_sitting.XXXXXX.log)  # (kept: bench/sitting_summary.py reads it at the end)
 
 sitting() {
