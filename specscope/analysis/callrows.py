@@ -297,6 +297,6 @@ CORR_BITS = 38  # (pid, correlation id) pairs are matched as pid << 38 | correla
 
 
 def op_launches(trace: Trace, ops: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    """:meth:`Trace.launches` of each operation of ``ops`` (rows of ``trace.ops``): the start
-    (NaN: none) and thread (-1) of the CUDA API call that launched it."""
+    """:meth:`.loader.Trace.launches` of each operation of ``ops`` (rows of ``trace.ops``):
+    the start (NaN: none) and thread (-1) of the CUDA API call that launched it."""
     return trace.launches(ops["pid"].to_numpy(), ops["correlation_id"].to_numpy())

@@ -84,11 +84,11 @@ def graph_launches(trace: Trace) -> pd.DataFrame:
 
 
 def launches_from_ops(trace: Trace) -> list[np.ndarray] | None:
-    """Node mode: the rows of :func:`node_launches` grouped from the GPU operations'
-    read (:func:`.launches.launches_of_ops`) when the operations are read or being read
-    anyway (not worth a read of every operation otherwise); None where they are not, were
-    read without exec ids (:attr:`graph_execs`), or an exec id did not fit the read. Grouped
-    from every operation read, before validation drops any: the rows SQL's gives."""
+    """Node mode: the rows of :func:`node_launches` grouped from the GPU operations' read
+    (:func:`.launches.launches_of_ops`) when the operations are read or being read anyway (not worth
+    a read of every operation otherwise); None where they are not, were read without exec ids
+    (:attr:`.loader.Trace.graph_execs`), or an exec id did not fit the read. Grouped from every
+    operation read, before validation drops any: the rows SQL's gives."""
     if "ops" not in trace.__dict__ and not opsread.pending(trace.sqlite_file or trace.path):
         return None
     trace.ops  # noqa: B018  (reads them, and starts the grouping)

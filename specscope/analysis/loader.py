@@ -26,7 +26,7 @@ Frames and their columns (times in ns, as in the export):
     start and thread of the CUDA API call that launched each one (the call with the same
     correlation id in the same process) are not columns: 12 bytes per op (0.23 GB at 20 M)
     that only the projection onto steps reads for every op, a chunk at a time;
-    :meth:`Trace.launches` (any rows' pid and correlation id) and :func:`op_launches` (a
+    :meth:`Trace.launches` (any rows' pid and correlation id) and :func:`.callrows.op_launches` (a
     frame's) look them up. From 1 M ops on, a column of one value (device, pid) is a
     read-only view of that value, correlation ids and bytes are int32 and stream ids int16
     where every value fits (:mod:`.memory`).

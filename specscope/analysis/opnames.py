@@ -104,7 +104,7 @@ def index_dtype(n: int) -> np.dtype:
 def op_names(
     ids: list[np.ndarray], strings: dict[int, str], memcpy_names: dict[int, str]
 ) -> dict[str, pd.Categorical]:
-    """The ``name`` and ``full_name`` columns of :attr:`Trace.ops` from their name codes,
+    """The ``name`` and ``full_name`` columns of :attr:`.loader.Trace.ops` from their name codes,
     ``ids`` (short, full): taken out of the list one at a time, so that each is freed once
     its categorical is made (20 M ops: 80 MB each) where the caller holds no other
     reference."""

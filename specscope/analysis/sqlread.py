@@ -293,7 +293,7 @@ def _put_batch(into: list, n: int, m: int, cols: list, ncols: int, overflow) -> 
 
 
 def _scan_batches(query, ncols: int, into) -> int:
-    """Like :func:`_adbc_batches` into ``into`` for a page scan (:class:`.opsread.ScanQuery`:
+    """Like :func:`_adbc_batches` into ``into`` for a page scan (:class:`.opsscan.ScanQuery`:
     ``batches()`` gives lists of int64 columns); a part with more rows than its bound is not
     decoded (:class:`.pagescan.Unsupported`: its SQL is read instead)."""
     from specscope.analysis.pagescan import Unsupported
