@@ -161,66 +161,67 @@ def goal_table(exports: list[dict], cli: list[dict]) -> list[str]:
     """The Markdown lines of the table (module doc)."""
     head = ("goal", "what", "best / median", "ratio to the scan (best / median)", "peak RSS")
     lines = [f"| {' | '.join(head)} | peer | met |", "|---|---|---|---|---|---|---|"]
-    for r in exports:
-        if "failed" in r:
-            name = Path(r["export"]).name
-            lines.append(f"| - | {name} | analyze failed ({r['failed']}) | - | - | - | **no** |")
-            continue
-        large = r["ops"] is not None and r["ops"] >= LARGE_OPS
-        limit = RATIO_LARGE if large else RATIO_SMALL
-        goal = f"<= {limit}x" + (", <= 1 GiB" if large else "")
-        met = r["ratio"] <= limit and (not large or (r["rss"] or 0) <= RSS_LARGE_BYTES)
-        mark = "yes" if met else "**no**"
-        if met and r["ratio_median"] > limit:
-            mark += " (median over)"
-        ops = "?" if r["ops"] is None else f"{r['ops'] / 1e6:.1f} M ops"
-        peer = "-" if r["peer"] is None else f"nsys stats {r['peer']:.1f} s"
-        lines.append(
-            f"| {goal} | {Path(r['export']).name} ({ops}), {r['preset']} | "
-            f"{r['best_s']:.2f} / {r['median_s']:.2f} s | "
-            f"{r['ratio']:.2f}x / {r['ratio_median']:.2f}x | {_mib(r['rss'])} | {peer} | {mark} |"
-        )
+    lines += [_export_line(r) for r in exports]
     for row in cli:
-        goals = row.get("goals", {})
-        for what, part in (("startup", row.get("startup")), ("report", row.get("report"))):
-            if not part:
-                continue
-            by = {r["name"]: r for r in part["rows"]}
-            if what == "report":
-                r = part["rows"][0]
-                lines.append(_cli_line(f"<= {goals['report_s']} s", "report of two small "
-                                       "exports", r, r["best_s"] <= goals["report_s"]))  # fmt: skip
-                continue
-            help_row = by.get("specscope --help")
-            if help_row:
-                lines.append(_cli_line(f"<= {goals['help_s']} s", "specscope --help", help_row,
-                                       help_row["best_s"] <= goals["help_s"]))  # fmt: skip
-            small = [r for name, r in by.items() if name.startswith("analyze ")]
-            if small:
-                slow = max(small, key=lambda r: r["best_s"])
-                pandas = by.get("import pandas")
-                what = f"small analyze, the slower: {slow['name'].removeprefix('analyze ')}"
-                if pandas:
-                    what += f" (import pandas alone {pandas['best_s']:.3f} s)"
-                lines.append(_cli_line(f"<= {goals['small_analyze_s']} s", what, slow,
-                                       slow["best_s"] <= goals["small_analyze_s"]))  # fmt: skip
-        compare = row.get("compare")
-        if compare and len(compare.get("rows", [])) >= 2:
-            one, both = compare["rows"][0], compare["rows"][1]
-            ratio = both["best_s"] / one["best_s"]
-            mark = "yes" if ratio <= goals["compare_ratio"] else "**no**"
-            lines.append(
-                f"| <= {goals['compare_ratio']}x analyze | compare of two 2 M exports | "
-                f"{both['best_s']:.2f} / {both['median_s']:.2f} s | {ratio:.2f}x analyze | "
-                f"{both['peak_rss_mib']:.0f} MiB | - | {mark} |"
-            )
+        lines += _cli_lines(row)
     return lines
 
 
-def _cli_line(goal: str, what: str, row: dict, met: bool) -> str:
+def _mark(met: bool) -> str:
+    return "yes" if met else "**no**"
+
+
+def _export_line(r: dict) -> str:
+    """The row of one export analysed against the scan (:func:`export_rows`)."""
+    name = Path(r["export"]).name
+    if "failed" in r:
+        return f"| - | {name} | analyze failed ({r['failed']}) | - | - | - | **no** |"
+    large = r["ops"] is not None and r["ops"] >= LARGE_OPS
+    limit = RATIO_LARGE if large else RATIO_SMALL
+    goal = f"<= {limit}x" + (", <= 1 GiB" if large else "")
+    met = r["ratio"] <= limit and (not large or (r["rss"] or 0) <= RSS_LARGE_BYTES)
+    mark = _mark(met) + (" (median over)" if met and r["ratio_median"] > limit else "")
+    ops = "?" if r["ops"] is None else f"{r['ops'] / 1e6:.1f} M ops"
+    peer = "-" if r["peer"] is None else f"nsys stats {r['peer']:.1f} s"
     return (
-        f"| {goal} | {what} | {row['best_s']:.3f} / {row['median_s']:.3f} s | - | "
-        f"{row['peak_rss_mib']:.0f} MiB | - | {'yes' if met else '**no**'} |"
+        f"| {goal} | {name} ({ops}), {r['preset']} | {r['best_s']:.2f} / {r['median_s']:.2f} s"
+        f" | {r['ratio']:.2f}x / {r['ratio_median']:.2f}x | {_mib(r['rss'])} | {peer} | {mark} |"
+    )
+
+
+def _cli_lines(row: dict) -> list[str]:
+    """The rows of one ``bench_cli.py`` result: ``--help``, the slower small analyze, the
+    report and compare, each where it was measured."""
+    goals, out = row["goals"], []
+    startup = {r["name"]: r for r in (row.get("startup") or {}).get("rows", [])}
+    if help_row := startup.get("specscope --help"):
+        out.append(_cli_line(goals["help_s"], "specscope --help", help_row))
+    small = [r for name, r in startup.items() if name.startswith("analyze ")]
+    if small:
+        slow = max(small, key=lambda r: r["best_s"])
+        what = f"small analyze, the slower: {slow['name'].removeprefix('analyze ')}"
+        if pandas := startup.get("import pandas"):
+            what += f" (import pandas alone {pandas['best_s']:.3f} s)"
+        out.append(_cli_line(goals["small_analyze_s"], what, slow))
+    if report := (row.get("report") or {}).get("rows"):
+        out.append(_cli_line(goals["report_s"], "report of two small exports", report[0]))
+    compare = (row.get("compare") or {}).get("rows", [])
+    if len(compare) >= 2:
+        one, both = compare[0], compare[1]
+        ratio = both["best_s"] / one["best_s"]
+        out.append(
+            f"| <= {goals['compare_ratio']}x analyze | compare of two 2 M exports | "
+            f"{both['best_s']:.2f} / {both['median_s']:.2f} s | {ratio:.2f}x analyze | "
+            f"{both['peak_rss_mib']:.0f} MiB | - | {_mark(ratio <= goals['compare_ratio'])} |"
+        )
+    return out
+
+
+def _cli_line(limit_s: float, what: str, row: dict) -> str:
+    """A row of a goal in seconds: met where the best run is within ``limit_s``."""
+    return (
+        f"| <= {limit_s} s | {what} | {row['best_s']:.3f} / {row['median_s']:.3f} s | - | "
+        f"{row['peak_rss_mib']:.0f} MiB | - | {_mark(row['best_s'] <= limit_s)} |"
     )
 
 

@@ -150,7 +150,7 @@ class Uniform:
                             return  # still one value
             with self._lock:
                 if self.array is None:  # every row written so far holds self.value
-                    array = _ALLOCATE(self.n, self.dtype)  # (filled before it is seen)
+                    array = allocate(self.n, self.dtype)  # (filled before it is seen)
                     array[:] = self.value or 0
                     self.array = array
         self.array[lo:hi] = values
@@ -189,7 +189,7 @@ class Durations:
     like an array slice."""
 
     def __init__(self, n: int, start: np.ndarray):
-        self.values = _ALLOCATE(n, np.uint32)
+        self.values = allocate(n, np.uint32)
         self.start, self.ends = start, None
         self._lock = threading.Lock()
 
@@ -202,7 +202,7 @@ class Durations:
         took = _durations(ends, self.start[lo:hi])
         with self._lock:  # (a batch's check and write against the switch to ends)
             if self.ends is None and took is None:
-                self.ends = _ALLOCATE(len(self.values), np.int64)
+                self.ends = allocate(len(self.values), np.int64)
                 for a in range(0, len(self.values), memory.CHUNK_ROWS):  # (rows not yet
                     part = slice(a, a + memory.CHUNK_ROWS)  # written: written again later)
                     np.add(self.start[part], self.values[part], out=self.ends[part])
