@@ -3,13 +3,16 @@
     python bench/bench_stages.py analyze /tmp/bench/ops20m.sqlite --preset eagle --format json
 
 Runs the command in this process (its output to /dev/null) with the analysis' main stages
-wrapped, and samples the resident set size every 5 ms on a thread; prints, per stage, the
-highest size sampled while it ran and the size when it ended (MiB), then the process' peak
-(``ru_maxrss``). A stage that runs inside another is listed on its own and counted in both.
-Its sampling thread keeps the read ahead on threads of this process (a fork would not copy
-it: :mod:`specscope.analysis.forkread`), so that the read is among the stages measured. The
-figures of ``bench/README.md`` ("where the 20 M peak went") come from it; the tree is the
-one on ``sys.path`` (``PYTHONPATH=TREE`` measures another checkout).
+wrapped, while another process samples this one's resident set size every 5 ms; prints, per
+stage, the highest size sampled while it ran and the size when it ended (MiB), then the
+process' peak (``ru_maxrss``). A stage that runs inside another is listed on its own and
+counted in both. The read ahead runs in its child as in the command
+(:mod:`specscope.analysis.forkread`; a sampling thread here would have kept it on threads),
+so its stages are not listed; ``SPECSCOPE_READ_AHEAD=threads`` reads on threads of this
+process, the read among the stages. The stages' modules are imported before the command runs,
+so pandas is in the child too. The figures of ``bench/README.md`` ("where the 20 M peak went")
+come from it; the tree is the one on ``sys.path`` (``PYTHONPATH=TREE`` measures another
+checkout). Linux only (``/proc``).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import functools
 import importlib
 import os
 import resource
+import subprocess
 import sys
 import threading
 import time
@@ -50,32 +54,53 @@ def rss_mib() -> float:
         return int(f.read().split()[1]) * _PAGE / 2**20
 
 
+_SAMPLER = """
+import os, select, sys
+pid, period, page = int(sys.argv[1]), float(sys.argv[2]), os.sysconf("SC_PAGE_SIZE")
+def rss():
+    with open(f"/proc/{pid}/statm") as f:
+        return int(f.read().split()[1]) * page / 2**20
+highest = rss()
+while True:
+    asked = select.select([0], [], [], period)[0]
+    try:
+        now = rss()
+    except OSError:
+        break
+    highest = max(highest, now)
+    if asked:
+        if not os.read(0, 1):
+            break
+        print(highest, flush=True)
+        highest = now
+"""
+
+
 class Sampler:
-    """The resident size every ``period_s`` on a thread, until :meth:`stop`; the highest since
-    a mark."""
+    """The resident size of this process every ``period_s``, sampled by another process (a
+    thread here would keep the read ahead out of a child: :mod:`specscope.analysis.forkread`
+    forks only a process of one thread); the highest since a mark."""
 
     def __init__(self, period_s: float = 0.005):
-        self.highest = rss_mib()
-        self._lock, self._done = threading.Lock(), threading.Event()
-        self._thread = threading.Thread(target=self._run, args=(period_s,), daemon=True)
-        self._thread.start()
-
-    def _run(self, period_s: float) -> None:
-        while not self._done.wait(period_s):
-            now = rss_mib()
-            with self._lock:
-                self.highest = max(self.highest, now)
+        self._proc = subprocess.Popen(
+            [sys.executable, "-c", _SAMPLER, str(os.getpid()), str(period_s)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        self.pid = os.getpid()
+        self._lock = threading.Lock()  # (stages run on two threads: each mark answered whole)
 
     def stop(self) -> None:
-        self._done.set()
-        self._thread.join()
+        self._proc.stdin.close()
+        self._proc.wait()
 
     def mark(self) -> float:
         """The highest size since the last mark (or the start), the current one included."""
-        now = rss_mib()
         with self._lock:
-            highest, self.highest = max(self.highest, now), now
-        return highest
+            self._proc.stdin.write("m")
+            self._proc.stdin.flush()
+            return max(float(self._proc.stdout.readline()), rss_mib())
 
 
 def _wrap(sampler: Sampler, rows: list, owner, name: str, label: str) -> list[tuple]:
@@ -84,6 +109,8 @@ def _wrap(sampler: Sampler, rows: list, owner, name: str, label: str) -> list[tu
 
     @functools.wraps(inner)
     def wrapped(*args, **kwargs):
+        if os.getpid() != sampler.pid:  # (the read ahead's child: not measured)
+            return inner(*args, **kwargs)
         sampler.mark()
         start = time.perf_counter()
         try:
