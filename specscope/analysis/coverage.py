@@ -44,7 +44,8 @@ def coverage_beside(steps, work, trace=None):
     starts, ends = _times(steps)  # (frame read on this thread)
     built = _taken_ahead(trace, starts, ends)
     if built is None:
-        built = beside(len(steps.ops), _coverage_of, starts, ends)
+        whole = len(starts) <= WHOLE_COVERAGE_MAX and _few_in_all(trace)
+        built = beside(len(steps.ops), _coverage_of, starts, ends, whole)
     try:
         result = work()
     finally:
@@ -99,8 +100,21 @@ def _times(steps) -> tuple[np.ndarray, np.ndarray]:
     return ops["start_ns"].to_numpy(), ops["end_ns"].to_numpy()
 
 
-def _coverage_of(starts: np.ndarray, ends: np.ndarray):
-    whole = len(starts) <= WHOLE_COVERAGE_MAX
+def _few_in_all(trace) -> bool:
+    """Whether the export of ``trace`` (None: not known) holds at most
+    :data:`WHOLE_COVERAGE_MAX` operations in all. Each process of a larger one (a TP server's
+    ranks, analysed two at a time: :mod:`.eachprocess`) queries its coverage by chunked passes,
+    however few its own operations: two whole prefixes side by side were 114 MiB of the
+    analysis' peak at 8 ranks of 2.5 M operations (``bench/README.md``, twenty-second
+    session), two chunked passes over a rank's operations 0.02-0.05 s."""
+    return trace is None or len(trace.ops) <= WHOLE_COVERAGE_MAX
+
+
+def _coverage_of(starts: np.ndarray, ends: np.ndarray, whole: bool | None = None):
+    """:func:`union_coverage` of the operations, its prefix kept whole where ``whole`` (None:
+    where they are at most :data:`WHOLE_COVERAGE_MAX`), else queried by chunked passes."""
+    if whole is None:
+        whole = len(starts) <= WHOLE_COVERAGE_MAX
     return union_coverage(starts, ends, len(starts) if whole else CHUNK_ROWS)
 
 

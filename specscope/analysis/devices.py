@@ -12,8 +12,6 @@ frame is worked out once for it (:func:`per_ops_frame`).
 
 from __future__ import annotations
 
-import mmap
-import sys
 import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -23,6 +21,7 @@ import pandas as pd
 
 from specscope.analysis.memory import one_valued
 from specscope.analysis.opsums import DeviceScatter, distinct_counts, present_values
+from specscope.analysis.pagerelease import Pages, only_here
 from specscope.analysis.parallel import beside
 
 if TYPE_CHECKING:
@@ -45,9 +44,9 @@ def grouped_rows(columns: dict[str, np.ndarray], key: str) -> dict[str, np.ndarr
     An export of tensor-parallel ranks holds one process per GPU, their operations
     interleaved in time; each rank's analysis reads its device's operations. Copying those
     out per rank held every operation twice (8 M operations of 4 ranks: 0.4 GB more) and
-    read every column once per rank; the reordering is one gather per column, each column
-    given up once gathered, the columns shared out by width between two threads
-    (:func:`_shares`, :func:`.parallel.beside`: the moves let go of the GIL). Columns of one
+    read every column once per rank; the reordering is one pass per column, each column's
+    pages given up as it is read (:func:`_gathered`), the columns shared out between two
+    threads (:func:`_shares`, :func:`.parallel.beside`: the moves let go of the GIL). Columns of one
     value (:func:`.memory.one_value_view`) stay so; a :class:`FewRows` column is moved by the
     places of its rows."""
     device = columns[key]
@@ -117,23 +116,20 @@ def _narrowest(ids: np.ndarray, dtype: np.dtype) -> np.dtype:
 
 
 def _shares(columns: dict[str, np.ndarray]) -> tuple[dict, dict]:
-    """``columns`` (popped) in two shares for :func:`_gathered` on two threads: the columns of
-    one width (bytes a row) all in one share, the widest first, each width to the share with
-    fewer bytes so far. A moved column's memory is then written again by the next column of
-    its share (of its width), where alternate columns on each thread left a column of every
-    width spare on both to the end (20 M GPU operations of 8 ranks: 0.6 GB,
-    ``bench/README.md``, twentieth session)."""
-    widths: dict[int, list[str]] = {}
-    for name, values in columns.items():
-        widths.setdefault(0 if values.strides == (0,) else values.itemsize, []).append(name)
+    """``columns`` (popped) in two shares of about as many bytes for :func:`_gathered` on two
+    threads: the largest first, each to the share with fewer bytes so far (a column of one
+    value has none)."""
     shares: tuple[dict, dict] = ({}, {})
     load = [0, 0]
-    for width in sorted(widths, reverse=True):
+    for name in sorted(columns, key=lambda c: -_bytes(columns[c])):
         k = 0 if load[0] <= load[1] else 1
-        for name in widths[width]:
-            shares[k][name] = columns.pop(name)
-            load[k] += shares[k][name].nbytes if width else 0
+        shares[k][name] = columns.pop(name)
+        load[k] += _bytes(shares[k][name])
     return shares
+
+
+def _bytes(values: np.ndarray) -> int:
+    return 0 if values.strides == (0,) else values.nbytes
 
 
 def in_device_order(device: np.ndarray) -> bool:
@@ -146,43 +142,23 @@ def _gathered(
 ) -> dict[str, np.ndarray]:
     """Each of ``columns`` in ``order`` (one-value columns as they are), each column given up
     (popped) once gathered; by :class:`.opsums.DeviceScatter` where it is given and takes the
-    column."""
+    column, which reads a column that nothing else holds in stretches and gives each one's
+    pages back once read (:class:`.pagerelease.Pages`): a column is not held twice while it
+    moves. Whole columns moved at once on two threads, an 8-byte and a 4-byte one new at once,
+    were the peak at 20 M GPU operations of 8 ranks (``bench/README.md``, twentieth
+    session)."""
     out = {}
-    spare: dict[int, np.ndarray] = {}  # bytes -> a moved column's memory, free to write again
     for name in list(columns):
         values = columns.pop(name)
         if values.strides == (0,):
             out[name] = values
         elif isinstance(order, DeviceScatter):
-            moved = order.column(values, spare.pop(values.nbytes, None))
+            moved = order.column(values, Pages(values) if only_here(values) else None)
             out[name] = moved if moved is not None else values[order.rows]
-            later = any(v.strides != (0,) and v.nbytes == values.nbytes for v in columns.values())
-            if moved is not None and later and _only_here(values):
-                spare[values.nbytes] = values  # (else given up now: no column left to take it)
         else:
             out[name] = values[order]
         del values
     return out
-
-
-def _only_here(values: np.ndarray) -> bool:
-    """Whether nothing but the caller holds ``values`` and its memory (a column of the read,
-    moved and dropped), so that another column may be written over it: numpy's own memory,
-    or a mapping (:mod:`.forkread`'s) through views that only this array holds."""
-    if not (values.flags.writeable and values.flags.c_contiguous):
-        return False
-    if sys.getrefcount(values) > 3:  # (the caller's name, this argument, getrefcount's)
-        return False
-    base = values.base
-    while isinstance(base, np.ndarray):  # (each view held by the one above it alone)
-        if sys.getrefcount(base) > 3:  # (the view's base, this name, getrefcount's)
-            return False
-        base = base.base
-    if isinstance(base, memoryview):
-        if sys.getrefcount(base) > 3:
-            return False
-        base = base.obj
-    return base is None or (isinstance(base, mmap.mmap) and sys.getrefcount(base) <= 3)
 
 
 def per_ops_frame(trace: Trace, name: str, compute):

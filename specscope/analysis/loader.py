@@ -89,6 +89,7 @@ from specscope.analysis.opsread import (
     runtime_sql,
 )
 from specscope.analysis.opsread import PID_MASK as _PID_MASK
+from specscope.analysis.pagerelease import Pages, only_here
 from specscope.analysis.parallel import beside
 from specscope.analysis.readcols import call_ends
 from specscope.analysis.sqlread import (
@@ -563,8 +564,7 @@ class Trace:
         columns[5] = columns[6] = None
         named = beside(len(columns[0]), op_names, ids, *labels)
         del ids
-        copy, in_graph, kind = _unpack_op_flags(columns[8])
-        columns[8] = None
+        copy, in_graph, kind = _unpack_op_flags(columns, 8)
         # (device and pid one value, correlation ids and bytes int32, as the read left them)
         start, end, corr, device, stream, pid, nbytes = (columns[i] for i in (0, 1, 2, 3, 4, 7, 9))
         del columns
@@ -776,16 +776,27 @@ _COPY_CODE[[11, 12, 13]] = COPY_KINDS.index("unified")
 _IN_GRAPH_BIT = 1 << 8  # of the packed flags (:func:`_unpack_op_flags`)
 
 
-def _unpack_op_flags(low: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The low int32 half of `ops`' packed flags column -> (copyKind as int8, in_graph as bool,
-    kind as int8 codes of KINDS): bits 0-7 copyKind, bit 8 in_graph, bits 12-15 kind.
-    Shifts `low` in place."""
-    copy = low.astype(np.int8)  # bits 0-7
-    low >>= 8
-    flags = low.astype(np.uint8)  # bits 8-15: kind << 4 | in_graph
-    in_graph = (flags & 1).view(bool)
-    flags >>= 4
-    kind = flags.view(np.int8)
+def _unpack_op_flags(columns: list, i: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The low half of `ops`' packed flags, ``columns[i]`` (int16, or int32 with exec ids in
+    bits 16-30; set to None here) -> (copyKind as int8, in_graph as bool, kind as int8 codes
+    of KINDS): bits 0-7 copyKind, bit 8 in_graph, bits 12-15 kind. Unpacked a chunk at a time,
+    each chunk's pages of the read given back once unpacked where nothing else holds them
+    (:class:`.pagerelease.Pages`): at 20 M GPU operations the three new columns (57 MiB) came
+    on top of every column of the read, the analysis' peak (``bench/README.md``,
+    twenty-second session)."""
+    low, columns[i] = columns[i], None
+    n = len(low)
+    copy, kind = np.empty(n, dtype=np.int8), np.empty(n, dtype=np.int8)
+    in_graph = np.empty(n, dtype=bool)
+    pages = Pages(low) if only_here(low) else None
+    for a in range(0, n, CHUNK_ROWS):
+        part = slice(a, a + CHUNK_ROWS)
+        np.copyto(copy[part], low[part], casting="unsafe")  # bits 0-7
+        flags = (low[part] >> 8).astype(np.uint8)  # bits 8-15: kind << 4 | in_graph
+        np.bitwise_and(flags, 1, out=in_graph[part].view(np.uint8))
+        np.right_shift(flags, 4, out=kind[part].view(np.uint8))
+        if pages is not None:
+            pages.read_to((a + CHUNK_ROWS) * low.itemsize)
     return copy, in_graph, kind
 
 

@@ -27,6 +27,7 @@ import numpy as np
 
 from specscope.analysis import native
 from specscope.analysis.memory import CHUNK_ROWS, dense_rows
+from specscope.analysis.pagerelease import STRETCH_BYTES, Pages
 
 _P = ctypes.c_void_p
 _I = ctypes.c_int64
@@ -487,7 +488,10 @@ class DeviceScatter:
         if self.fn is not None:
             # the rows of each place, counted from the slots the moves read: the stretches
             # hold them exactly (``counts`` given: they must be these)
-            made = np.bincount(self.slot, minlength=len(ids))
+            made = np.zeros(len(ids), dtype=np.int64)
+            for a in range(0, len(self.slot), CHUNK_ROWS):  # (np.bincount takes its input as
+                # int64: one temporary of every row's slot, 152 MiB at 20 M, at the peak)
+                made += np.bincount(self.slot[a : a + CHUNK_ROWS], minlength=len(ids))
             if counts is not None and not np.array_equal(made, counts):
                 self.fn = None
             counts = made if counts is None else counts
@@ -525,25 +529,28 @@ class DeviceScatter:
         place[self.rows] = np.arange(self.n)
         return place[rows]
 
-    def column(self, values: np.ndarray, into: np.ndarray | None = None) -> np.ndarray | None:
-        """``values`` with each device's rows together, or None; written into the memory of
-        ``into`` where it is given (an array of as many bytes, no longer used: its pages are
-        the process' already, where a new array's are faulted in one by one, 10-20 ms per
-        64 MB here), else into a new array."""
+    def column(self, values: np.ndarray, pages: Pages | None = None) -> np.ndarray | None:
+        """``values`` with each device's rows together in a new array, or None (``values`` as
+        it was). ``pages``: ``values``' own, given back as the move reads through it (a
+        stretch of :data:`.pagerelease.STRETCH_BYTES` at a time: the new array's pages are
+        written in as the old one's go), ``values`` not to be read again."""
         if self.fn is None or not isinstance(values, np.ndarray) or values.ndim != 1:
             return None
         if not values.flags.c_contiguous or values.dtype.itemsize not in (1, 2, 4, 8):
             return None
         if len(values) != self.n or values.dtype.hasobject:
             return None
-        if into is not None and into.nbytes == values.nbytes and into.flags.c_contiguous:
-            out = into.reshape(-1).view(values.dtype)
-        else:
-            out = np.empty_like(values)
+        out = np.empty_like(values)
         pos = self.starts.copy()
         w = values.dtype.itemsize
-        got = self.fn(len(values), _p(self.slot), _p(pos), _p(values), w, _p(out))
-        return None if got < 0 else out
+        step = len(values) if pages is None else max(1, STRETCH_BYTES // w)
+        for a in range(0, len(values), step):
+            b = min(len(values), a + step)
+            if self.fn(b - a, _at(self.slot, a), _p(pos), _at(values, a), w, _p(out)) < 0:
+                return None  # (not a width it moves: checked above, before any page went)
+            if pages is not None:
+                pages.read_to(b * w)
+        return out
 
 
 def distinct_counts(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

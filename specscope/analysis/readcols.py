@@ -49,6 +49,12 @@ SPLIT32_UNIFORM16 = "split32-uniform16"
 """Like :data:`SPLIT32_UNIFORM`, its low half int16 in a large read where every value fits
 (stream ids; an operation's flags without exec ids); else the read again as
 :data:`SPLIT32_UNIFORM`."""
+SPLIT32_UNIFORM8_16 = "split32-uniform8-16"
+"""Like :data:`SPLIT32_UNIFORM16`, its high half (the device of every GPU operation) int8 where
+it is not one value and every value fits, else int32: a TP server's GPU ordinals, 57 MiB less
+at 20 M GPU operations of 8 ranks while the read is handed back (the analysis' peak then,
+``bench/README.md``, twenty-second session). A later value that does not fit turns the half
+into int32 as it is written (:class:`Uniform`)."""
 NARROW16 = "narrow16"
 """Like :data:`NARROW32`, int16 in a large read where every value fits, else int64 (a value
 that does not: the read again): :func:`.memory.narrow_ids`' rule for the StringIds ids naming
@@ -64,11 +70,12 @@ less (40 M calls of an eager export: 151 MiB in the reading process and in the a
 duration`` (int64) is the end, bit for bit (a NULL end of a NULL start included); :func:`call_ends`
 gives it."""
 MARKERS = (
-    SPLIT32, SPLIT32_UNIFORM, NARROW32, UNIFORM64, SPLIT16, SPLIT32_UNIFORM16, NARROW16, DURATION32
+    SPLIT32, SPLIT32_UNIFORM, NARROW32, UNIFORM64, SPLIT16, SPLIT32_UNIFORM16,
+    SPLIT32_UNIFORM8_16, NARROW16, DURATION32,
 )  # fmt: skip
-SPLITS = (SPLIT32, SPLIT32_UNIFORM, SPLIT16, SPLIT32_UNIFORM16)  # (two arrays each)
-# (read again wider where a value does not fit)
-NARROWED = (NARROW32, SPLIT16, SPLIT32_UNIFORM16, NARROW16)
+SPLITS = (SPLIT32, SPLIT32_UNIFORM, SPLIT16, SPLIT32_UNIFORM16, SPLIT32_UNIFORM8_16)  # (two
+# arrays each; read again wider where a value does not fit:)
+NARROWED = (NARROW32, SPLIT16, SPLIT32_UNIFORM16, SPLIT32_UNIFORM8_16, NARROW16)
 
 
 def dtypes_of(ncols: int, dtypes: Sequence | None) -> list:
@@ -90,7 +97,8 @@ class TooWide(Exception):
 def check_fits(target, column, i: int) -> None:
     """Raise :class:`TooWide` when ``column`` (a batch of column ``i``) does not fit the int32
     array ``target`` of a :data:`NARROW32` column, the int16 one of a :data:`NARROW16` column,
-    or the int16 half of a :data:`SPLIT16` or :data:`SPLIT32_UNIFORM16` pair."""
+    or the int16 half of a :data:`SPLIT16`, :data:`SPLIT32_UNIFORM16` or
+    :data:`SPLIT32_UNIFORM8_16` pair."""
     if not (np.ndim(column) and len(column)):
         return
     if isinstance(target, tuple):
@@ -124,12 +132,15 @@ class Uniform:
     """A column of ``n`` rows of ``dtype`` written batch by batch from several threads, held as
     one value until a batch brings another (then as an array, the value filled in where it had
     been written): :data:`SPLIT32_UNIFORM`'s high half (int32), a :data:`UNIFORM64` column.
-    Slicing gives :class:`Rows`, which the batch readers write into like an array
-    slice."""
+    ``small`` (:data:`SPLIT32_UNIFORM8_16`'s int8): the array is of that type while every
+    value written fits it, then of ``dtype`` (the rows written so far copied over; each write
+    to the small array under the lock, so that none is lost to the copy). Slicing gives
+    :class:`Rows`, which the batch readers write into like an array slice."""
 
-    def __init__(self, n: int, dtype=np.int32):
+    def __init__(self, n: int, dtype=np.int32, small=None):
         self.n, self.value, self.array = n, None, None
         self.dtype = np.dtype(dtype)
+        self.small = None if small is None else np.dtype(small)
         self._lock = threading.Lock()
 
     def __getitem__(self, rows: slice) -> Rows:
@@ -150,10 +161,19 @@ class Uniform:
                             return  # still one value
             with self._lock:
                 if self.array is None:  # every row written so far holds self.value
-                    array = allocate(self.n, self.dtype)  # (filled before it is seen)
-                    array[:] = self.value or 0
+                    small = self.small is not None and _fit(self.small, values, self.value)
+                    array = allocate(self.n, self.small if small else self.dtype)
+                    array[:] = self.value or 0  # (filled before it is seen)
                     self.array = array
-        self.array[lo:hi] = values
+        if self.array.dtype == self.dtype:  # (its final array: written beside other threads)
+            self.array[lo:hi] = values
+            return
+        with self._lock:
+            if self.array.dtype != self.dtype and not _fit(self.array.dtype, values):
+                wide = allocate(self.n, self.dtype)
+                wide[:] = self.array
+                self.array = wide
+            self.array[lo:hi] = values
 
     def result(self, rows: np.ndarray | None = None) -> np.ndarray:
         """The column (``rows``: only these rows): the array, or the value repeated as a
@@ -162,6 +182,16 @@ class Uniform:
             return self.array if rows is None else self.array[rows]
         n = self.n if rows is None else len(rows)
         return np.broadcast_to(np.array([self.value or 0], dtype=self.dtype), (n,))
+
+
+def _fit(dtype: np.dtype, values, one: int | None = None) -> bool:
+    """Whether ``values`` (an array or a scalar) and ``one`` (None: none) fit ``dtype``."""
+    values = np.asarray(values)
+    info = np.iinfo(dtype)
+    lo, hi = (int(values.min()), int(values.max())) if values.size else (0, 0)
+    if one is not None:
+        lo, hi = min(lo, one), max(hi, one)
+    return info.min <= lo and hi <= info.max
 
 
 class Rows:

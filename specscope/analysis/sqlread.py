@@ -49,6 +49,7 @@ from specscope.analysis.readcols import (
     SPLIT16,
     SPLIT32,
     SPLIT32_UNIFORM,
+    SPLIT32_UNIFORM8_16,
     SPLIT32_UNIFORM16,
     UNIFORM64,
     Durations,
@@ -406,9 +407,10 @@ def _read_many(con, connect, queries, ncols: int, dts: list, wide: set, threads:
         if d == UNIFORM64:
             return Uniform(total, np.int64) if large else empty(total, np.int64)
         half = np.int16 if large and i not in wide else np.int32  # (SPLIT16's halves)
-        if d in (SPLIT32_UNIFORM, SPLIT32_UNIFORM16):
-            high = Uniform(total) if large else empty(total, np.int32)
-            return high, empty(total, half if d == SPLIT32_UNIFORM16 else np.int32)
+        if d in (SPLIT32_UNIFORM, SPLIT32_UNIFORM16, SPLIT32_UNIFORM8_16):
+            small = np.int8 if d == SPLIT32_UNIFORM8_16 else None
+            high = Uniform(total, small=small) if large else empty(total, np.int32)
+            return high, empty(total, np.int32 if d == SPLIT32_UNIFORM else half)
         if d in (SPLIT32, SPLIT16):
             width = half if d == SPLIT16 else np.int32
             return empty(total, width), empty(total, width)
@@ -475,7 +477,7 @@ def _read_many(con, connect, queries, ncols: int, dts: list, wide: set, threads:
             else call_ends(flat[0], a)
             if d == DURATION32
             else a.astype(np.int32)
-            if a.dtype == np.int16
+            if a.dtype in (np.int8, np.int16)
             else np.ascontiguousarray(a)  # (views: arrays)
             for a, d in zip(flat, flat_dtypes(dts), strict=True)
         ]

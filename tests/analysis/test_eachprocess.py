@@ -101,3 +101,52 @@ def test_what_fails_before_the_threads_is_left_to_each_process(monkeypatch):
     got = eachprocess.each_process(load(EXPORTS[0]), [1, 2], lambda pid: on.append(
         threading.current_thread() is threading.main_thread()) or pid)  # fmt: skip
     assert got == [1, 2] and on == [True, True]
+
+
+@pytest.mark.parametrize("threads", ["1", "2"])
+def test_each_process_freed_memory_given_back_after_it(monkeypatch, threads):
+    """After each process' analysis, on a thread or not and failing or not, the heap memory it
+    freed goes back to the system (:func:`.memory.give_back`, for the export's operations)."""
+    monkeypatch.setenv("SPECSCOPE_PROCESS_THREADS", threads)
+    monkeypatch.setattr(eachprocess, "MIN_ROWS", 0)
+    trace = load(EXPORTS[0])
+    given: list[int] = []
+    monkeypatch.setattr(eachprocess, "give_back", given.append)
+    assert eachprocess.each_process(trace, [3, 1, 2], lambda pid: pid) == [3, 1, 2]
+    assert given == [len(trace.ops)] * 3
+    given.clear()
+
+    def fails(pid: int) -> int:
+        raise SpecError(f"pid {pid}")
+
+    with pytest.raises(SpecError, match="pid 1"):
+        eachprocess.each_process(trace, [1], fails)
+    assert given == [len(trace.ops)]
+
+
+def test_processes_of_a_large_export_query_their_coverage_by_chunked_passes(monkeypatch):
+    """Each process of an export of more than WHOLE_COVERAGE_MAX operations, however few its
+    own, queries the coverage by chunked passes (no whole prefix); the analyses the same as
+    with whole prefixes."""
+    from specscope.analysis import coverage
+
+    spec = load_preset("eagle")
+    whole = _json(EXPORTS[1], spec)
+    trace = load(EXPORTS[1])
+    counts = [len(trace.ops[trace.ops["pid"] == pid]) for pid in trace.ops["pid"].unique()]
+    assert max(counts) < len(trace.ops)
+    monkeypatch.setattr(coverage, "WHOLE_COVERAGE_MAX", max(counts))  # (each process' fit)
+    chunks = []
+    real = coverage.union_coverage
+
+    def recorded(starts, ends, chunk=coverage.CHUNK_ROWS):
+        chunks.append((len(starts), chunk))
+        return real(starts, ends, chunk)
+
+    monkeypatch.setattr(coverage, "union_coverage", recorded)
+    assert _json(EXPORTS[1], spec) == whole
+    assert chunks and all(chunk == coverage.CHUNK_ROWS for _, chunk in chunks)
+    monkeypatch.setattr(coverage, "WHOLE_COVERAGE_MAX", len(trace.ops))
+    chunks.clear()
+    assert _json(EXPORTS[1], spec) == whole
+    assert chunks and all(chunk == n for n, chunk in chunks)  # (whole prefixes)

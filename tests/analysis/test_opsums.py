@@ -7,6 +7,7 @@ exports, the same to the bit; values outside a reference's range are left to it.
 from __future__ import annotations
 
 import itertools
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -452,15 +453,13 @@ def test_name_codes_made_categorical_alike(built, monkeypatch, distinct, dtype):
     assert opsums.dense_inverse(codes, lo + 1, hi, np.min_scalar_type) is None  # (out of range)
 
 
-def test_moved_columns_memory_reused_only_when_nothing_else_holds_it(built):
-    """by_device writes a column over the memory of one it moved only where nothing else
-    holds that memory: the arrays the caller kept are as they were."""
-    import mmap
-
-    from specscope.analysis.devices import _only_here, by_device
+def test_moved_columns_pages_given_back_only_when_nothing_else_holds_them(built):
+    """by_device gives back the pages of a column it moved only where nothing else holds that
+    memory: the arrays the caller kept are as they were, the others moved alike."""
+    from specscope.analysis.devices import by_device
 
     rng = np.random.default_rng(3)
-    n = 10_000
+    n = 100_000
     device = rng.integers(0, 3, n).astype(np.int32)
     kept = rng.integers(0, 1 << 40, n)  # (the caller keeps this one)
     kept_copy = kept.copy()
@@ -474,20 +473,42 @@ def test_moved_columns_memory_reused_only_when_nothing_else_holds_it(built):
     want = {k: v.copy() for k, v in columns.items()}
     order = np.argsort(device, kind="stable")
     got = by_device(columns)
-    assert np.array_equal(kept, kept_copy)  # (not written over)
+    assert np.array_equal(kept, kept_copy)  # (not given back)
     for name in ("a", "b", "c", "d"):
         assert np.array_equal(got[name], want[name][order])
-    held = np.zeros(4)
-    assert _only_here(np.zeros(4)) and not _only_here(held[1:3])
-    pages = mmap.mmap(-1, 80)
-    assert not _only_here(np.frombuffer(pages, dtype=np.float64))  # (the mapping held here)
-    del pages
 
 
-def test_columns_of_one_width_moved_on_one_thread_over_each_others_memory(built):
-    """by_device's two shares hold each width's columns whole, the widest first, each width
-    on the share with fewer bytes; on its share a column is written over the memory of the
-    one before it of its width, and a moved column no later one can take is not kept."""
+def test_moved_column_read_in_stretches_whose_pages_go_back(built, monkeypatch):
+    """DeviceScatter.column with the column's pages: the same column as moved whole, each
+    stretch's pages given back once read (the column read as zeros after), in stretches of
+    STRETCH_BYTES."""
+    from specscope.analysis.pagerelease import Pages
+
+    monkeypatch.setattr(opsums, "STRETCH_BYTES", 1 << 16)
+    rng = np.random.default_rng(4)
+    n = 200_003
+    device = rng.integers(0, 5, n).astype(np.int8)
+    ids, counts = np.unique(device, return_counts=True)
+    scatter = opsums.DeviceScatter(device, ids, counts)
+    values = rng.integers(1, 1 << 40, n)
+    want = values[np.argsort(device, kind="stable")]
+    assert np.array_equal(scatter.column(values.copy()), want)
+    read = []
+
+    class Recorded(Pages):
+        def read_to(self, nbytes: int) -> None:
+            read.append(nbytes)
+            super().read_to(nbytes)
+
+    assert np.array_equal(scatter.column(values, Recorded(values)), want)
+    assert read == [min(k + (1 << 16), n * 8) for k in range(0, n * 8, 1 << 16)]
+    if sys.platform.startswith("linux"):
+        assert not values[1024:-1024].any()  # (given back: zero pages)
+
+
+def test_columns_shared_out_between_two_threads_by_bytes(built):
+    """by_device's two shares: the largest column first, each to the share with fewer bytes
+    (a column of one value has none)."""
     from specscope.analysis.devices import _gathered, _shares
 
     rng = np.random.default_rng(5)
@@ -502,23 +523,15 @@ def test_columns_of_one_width_moved_on_one_thread_over_each_others_memory(built)
         "one": np.broadcast_to(np.int64(7), (n,)),  # (a column of one value: no bytes)
     }
     mine, theirs = _shares(dict(columns))
-    assert list(mine) == ["a8", "c8"] and list(theirs) == ["b4", "e4", "f4", "d1", "one"]
-    del mine, theirs
+    assert list(mine) == ["a8", "b4", "f4"] and list(theirs) == ["c8", "e4", "d1", "one"]
     device = rng.integers(0, 4, n).astype(np.int32)
     ids, counts = np.unique(device, return_counts=True)
     scatter = opsums.DeviceScatter(device, ids, counts)
     order = np.argsort(device, kind="stable")
     want = {name: values[order] for name, values in columns.items() if name != "one"}
-    share = {name: columns.pop(name) for name in ("b4", "e4", "f4")}
-    at = {name: values.__array_interface__["data"][0] for name, values in share.items()}
-    got = _gathered(share, scatter)  # (the share's columns held by it alone)
-    placed = {name: values.__array_interface__["data"][0] for name, values in got.items()}
-    assert placed["e4"] == at["b4"] and placed["f4"] == at["e4"]
-    assert placed["b4"] not in at.values()
-    for name in ("b4", "e4", "f4"):
-        assert np.array_equal(got[name], want[name]), name
-    for name, values in _gathered({"a8": columns.pop("a8"), "d1": columns["d1"]}, scatter).items():
-        assert np.array_equal(values, want[name]), name  # (the 8-byte one left: not kept)
+    for share in (mine, theirs):
+        for name, values in _gathered(share, scatter).items():
+            assert np.array_equal(values, want[name] if name != "one" else columns[name]), name
 
 
 @pytest.mark.parametrize("rows_dtype", [np.int32, np.int64])

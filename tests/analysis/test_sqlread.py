@@ -355,3 +355,69 @@ def test_ends_read_by_sql_become_durations_where_every_one_fits(monkeypatch) -> 
     assert readcols.as_durations(start, late) is late
     monkeypatch.setattr(memory, "ONE_VALUE_MIN_ROWS", 11)
     assert readcols.as_durations(start, ends) is ends
+
+
+@pytest.mark.parametrize("reader", ["adbc", "sqlite3"])
+@pytest.mark.parametrize(
+    ("highs", "dtype", "uniform"),
+    [
+        ([5, 5, 5, 5], np.int32, True),  # one device: one element, as SPLIT32_UNIFORM16's
+        ([0, 1, 2, 3], np.int8, False),  # a TP server's devices: int8
+        ([0, 1, 2, 300], np.int32, False),  # a later value int8 does not hold: int32
+        ([300, 1, 2, 3], np.int32, False),  # the first one
+        ([5, 5, 5, -129], np.int32, False),
+    ],
+)
+def test_split32_uniform8_16_high_halves_are_int8_where_every_value_fits(
+    reader: str, highs: list[int], dtype, uniform: bool, tmp_path: Path, monkeypatch
+) -> None:
+    """:data:`.readcols.SPLIT32_UNIFORM8_16` (the devices of the GPU operations): its high half
+    one value while every row has it, else int8 where every value fits, else int32; the
+    values the same either way (rows of two queries on two threads)."""
+    from specscope.analysis import memory, readcols, sqlread
+
+    rows = [(h, lo) for h, lo in zip(highs, [10, -3, 7, 0], strict=True)]
+    con, path = _two_column_table(reader, tmp_path, monkeypatch, ("hi", "lo"), rows)
+    monkeypatch.setattr(memory, "ONE_VALUE_MIN_ROWS", 0)
+    packed = "(hi << 32) | (lo & 4294967295)"
+    queries = [
+        (f"SELECT {packed} FROM t WHERE rowid <= 2", 2),
+        (f"SELECT {packed} FROM t WHERE rowid > 2", 5),
+    ]
+    connect = lambda: sqlread.columnar_connection(path)  # noqa: E731
+    high, low = sqlread.int_columns_many(
+        con, connect, queries, 1, (readcols.SPLIT32_UNIFORM8_16,), threads=2
+    )
+    assert high.tolist() == highs and low.tolist() == [lo for _, lo in rows]
+    assert high.dtype == dtype and low.dtype == np.int16
+    assert (high.strides == (0,)) is uniform
+
+
+def test_uniform_small_array_widened_by_a_value_it_cannot_hold_keeps_every_row() -> None:
+    """:class:`.readcols.Uniform` with ``small``: batches written from several threads into
+    the int8 array, one of them bringing a value int8 does not hold, end as int32 with every
+    row as written (none lost to the copy)."""
+    import threading
+
+    from specscope.analysis.readcols import Uniform
+
+    n, batch = 64_000, 1000
+    want = np.arange(n) % 7
+    want[n // 2 + 17] = 1000
+    column = Uniform(n, small=np.int8)
+    starts = list(range(0, n, batch))
+
+    def write(mine: list[int]) -> None:
+        for lo in mine:
+            column[lo : lo + batch][0:batch] = want[lo : lo + batch]
+
+    threads = [threading.Thread(target=write, args=(starts[k::4],)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    got = column.result()
+    assert got.dtype == np.int32 and np.array_equal(got, want)
+    fits = Uniform(10, small=np.int8)
+    fits[0:10][0:10] = np.arange(10)
+    assert fits.result().dtype == np.int8 and fits.result().tolist() == list(range(10))
