@@ -153,7 +153,10 @@ def _gathered(
         if values.strides == (0,):
             out[name] = values
         elif isinstance(order, DeviceScatter):
-            moved = order.column(values, Pages(values) if only_here(values) else None)
+            pages = Pages(values) if only_here(values) else None  # (before the call: its
+            # arguments would hold the column too)
+            moved = order.column(values, pages)
+            del pages
             out[name] = moved if moved is not None else values[order.rows]
         else:
             out[name] = values[order]

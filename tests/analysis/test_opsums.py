@@ -453,10 +453,22 @@ def test_name_codes_made_categorical_alike(built, monkeypatch, distinct, dtype):
     assert opsums.dense_inverse(codes, lo + 1, hi, np.min_scalar_type) is None  # (out of range)
 
 
-def test_moved_columns_pages_given_back_only_when_nothing_else_holds_them(built):
-    """by_device gives back the pages of a column it moved only where nothing else holds that
-    memory: the arrays the caller kept are as they were, the others moved alike."""
+def test_moved_columns_pages_given_back_only_when_nothing_else_holds_them(built, monkeypatch):
+    """by_device gives back the pages of a column it moved where nothing else holds that
+    memory, and only there: the arrays the caller kept are as they were, the others moved
+    alike."""
+    from specscope.analysis import devices
     from specscope.analysis.devices import by_device
+    from specscope.analysis.pagerelease import Pages
+
+    given = []
+
+    class Recorded(Pages):
+        def __init__(self, values):
+            given.append(values.nbytes)
+            super().__init__(values)
+
+    monkeypatch.setattr(devices, "Pages", Recorded)
 
     rng = np.random.default_rng(3)
     n = 100_000
@@ -476,6 +488,7 @@ def test_moved_columns_pages_given_back_only_when_nothing_else_holds_them(built)
     assert np.array_equal(kept, kept_copy)  # (not given back)
     for name in ("a", "b", "c", "d"):
         assert np.array_equal(got[name], want[name][order])
+    assert sorted(given) == [n * 8] * 3  # (a, c and d: given back as they moved; b kept)
 
 
 def test_moved_column_read_in_stretches_whose_pages_go_back(built, monkeypatch):
