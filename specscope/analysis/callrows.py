@@ -118,28 +118,31 @@ def calls_by_process(calls: list[np.ndarray]) -> list[np.ndarray]:
     last call, the calls of its steps' views): a mask of every call, then a copy of its
     own, each time (4 ranks of 2 M GPU operations: 0.1 s of 1.3 s of analyses). Grouped,
     they are one stretch of the columns (:func:`process_stretches`), read in place; the
-    reordering is :func:`.devices.grouped_rows`, one pass per column."""
-    gtid = calls[2]
-    if process_stretches(gtid) is not None:  # (one process, or each one's together already)
+    reordering is :func:`.devices.grouped_rows`, one pass per column, each column's pages
+    given back as it is read where ``calls`` alone held it (the list is emptied then)."""
+    if process_stretches(calls[2]) is not None:  # (one process, or each one's together already)
         return calls
-    pids = call_pids(gtid)
+    pids = call_pids(calls[2])
     lo, hi = int(pids.min()), int(pids.max())
     if hi - lo < 1 << 16:  # (pids near one another, as a server's ranks are: counted, and
         pids -= lo  # each one's place looked up in a table of their range: no sort, and no
         present = np.flatnonzero(np.bincount(pids))  # temporary of every call's but these)
         if not 1 < len(present) <= 64:
             return calls
-        place = np.zeros(hi - lo + 1, dtype=np.uint8)
-        place[present] = np.arange(len(present), dtype=np.uint8)
+        place = np.zeros(hi - lo + 1, dtype=np.int8)  # (signed: the C moves read it)
+        place[present] = np.arange(len(present), dtype=np.int8)
         index = place[pids]
     else:
         found = sorted(few_distinct(pids, 64) or [])
         if not 1 < len(found) <= 64:
             return calls
-        index = np.searchsorted(np.array(found, dtype=pids.dtype), pids).astype(np.uint8)
+        index = np.searchsorted(np.array(found, dtype=pids.dtype), pids).astype(np.int8)
     del pids
-    grouped = grouped_rows({"process": index} | {str(k): c for k, c in enumerate(calls)}, "process")
-    return [grouped[str(k)] for k in range(len(calls))]
+    n = len(calls)
+    columns = {"process": index} | {str(k): c for k, c in enumerate(calls)}
+    calls.clear()  # (the columns the dict's alone: each given up as it moves)
+    grouped = grouped_rows(columns, "process")
+    return [grouped[str(k)] for k in range(n)]
 
 
 MOST_RUNS = 4096

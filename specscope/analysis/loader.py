@@ -91,7 +91,7 @@ from specscope.analysis.opsread import (
 from specscope.analysis.opsread import PID_MASK as _PID_MASK
 from specscope.analysis.pagerelease import Pages, only_here
 from specscope.analysis.parallel import beside
-from specscope.analysis.readcols import call_ends
+from specscope.analysis.readcols import call_ends, ends_given_back
 from specscope.analysis.sqlread import (
     SQLITE_MAGIC,
     columnar_connection,
@@ -510,6 +510,9 @@ class Trace:
             calls = [*self.session_times(read[0]), *read[1:]]
         else:
             calls = [*self.session_times(read[0], read[1]), *read[2:]]
+        if isinstance(read, list):  # (the read ahead's result holds this list: emptied, each
+            read.clear()  # column is held by ``calls`` alone, which calls_by_process gives up)
+        del read
         stretches = process_stretches(calls[2])
         if stretches is None:  # (several processes' calls interleaved: each one's together)
             calls = calls_by_process(calls)
@@ -551,10 +554,13 @@ class Trace:
     def ops(self) -> pd.DataFrame:
         """Every GPU operation, with the start and thread of the API call that launched it."""
         columns, execs = self._read_ops()
-        columns[0], columns[1] = self.session_times(columns[0], columns[1])
+        if columns[1].dtype == np.uint32:  # durations: the same on any clock
+            columns[0] = self.session_times(columns[0])[0]
+        else:
+            columns[0], columns[1] = self.session_times(columns[0], columns[1])
         if "capture_mode" not in self.__dict__:  # (the cached property, from this read)
             self.__dict__["capture_mode"] = self._mode_of_read(columns[8])
-        execs = exec_ids(columns[8]) if execs and self.capture_mode is CaptureMode.NODE else None
+        execs = execs and self.capture_mode is CaptureMode.NODE
         # the names' categoricals on a second thread (large exports: .parallel) while the flags
         # are unpacked here; each read column that is only an input is dropped once used (20 M
         # ops: 80 MB each), the names' before the launch matching allocates
@@ -564,16 +570,18 @@ class Trace:
         columns[5] = columns[6] = None
         named = beside(len(columns[0]), op_names, ids, *labels)
         del ids
-        copy, in_graph, kind = _unpack_op_flags(columns, 8)
+        copy, in_graph, kind, execs = _unpack_op_flags(columns, 8, execs)
+        grouped = in_device_order(columns[3])  # (else each device's rows are put together below)
+        if grouped:  # the ends now (the launches are grouped from them below); else once the
+            ends_given_back(columns[0], columns, 1)  # regrouping moved the durations (4 bytes)
         # (device and pid one value, correlation ids and bytes int32, as the read left them)
         start, end, corr, device, stream, pid, nbytes = (columns[i] for i in (0, 1, 2, 3, 4, 7, 9))
         del columns
         names = named.result()
         del named
-        # (the categories kept, the categoricals not: by_device gives up the codes it moves)
-        categories = {name: values.categories for name, values in names.items()}
-        names = {name: values.codes for name, values in names.items()}
-        grouped = in_device_order(device)  # (else each device's rows are put together below)
+        # (the categories kept apart from the codes: by_device gives up the codes it moves)
+        categories = {name: labels for name, (_, labels) in names.items()}
+        names = {name: codes for name, (codes, _) in names.items()}
         if execs is not None and grouped:  # graph launches from this read, beside the matching
             group = (start, end, corr, device, pid, kind, in_graph, execs)
             self._ops_launches = beside(len(start), launches_of_ops, *group)
@@ -604,6 +612,7 @@ class Trace:
                 del execs
             columns["bytes"] = FewRows.of(columns["bytes"])  # (the read's column given up)
             columns = by_device(columns)
+            ends_given_back(columns["start_ns"], columns, "end_ns")
             columns["bytes"] = columns["bytes"].dense()
             if "exec" in columns:  # the launches from the rows of each device together: the
                 # nodes of a launch in a run again, as in a process' own rows (interleaved
@@ -776,18 +785,20 @@ _COPY_CODE[[11, 12, 13]] = COPY_KINDS.index("unified")
 _IN_GRAPH_BIT = 1 << 8  # of the packed flags (:func:`_unpack_op_flags`)
 
 
-def _unpack_op_flags(columns: list, i: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _unpack_op_flags(columns: list, i: int, execs: bool) -> tuple[np.ndarray, ...]:
     """The low half of `ops`' packed flags, ``columns[i]`` (int16, or int32 with exec ids in
     bits 16-30; set to None here) -> (copyKind as int8, in_graph as bool, kind as int8 codes
-    of KINDS): bits 0-7 copyKind, bit 8 in_graph, bits 12-15 kind. Unpacked a chunk at a time,
+    of KINDS, and where ``execs`` the exec ids as int16 (:func:`.launches.exec_ids`), else
+    None): bits 0-7 copyKind, bit 8 in_graph, bits 12-15 kind. Unpacked a chunk at a time,
     each chunk's pages of the read given back once unpacked where nothing else holds them
-    (:class:`.pagerelease.Pages`): at 20 M GPU operations the three new columns (57 MiB) came
-    on top of every column of the read, the analysis' peak (``bench/README.md``,
-    twenty-second session)."""
+    (:class:`.pagerelease.Pages`): at 20 M GPU operations the new columns (57-95 MiB) came on
+    top of every column of the read, the analysis' peak (``bench/README.md``, twenty-second
+    session)."""
     low, columns[i] = columns[i], None
     n = len(low)
     copy, kind = np.empty(n, dtype=np.int8), np.empty(n, dtype=np.int8)
     in_graph = np.empty(n, dtype=bool)
+    ids = np.empty(n, dtype=np.int16) if execs else None
     pages = Pages(low) if only_here(low) else None
     for a in range(0, n, CHUNK_ROWS):
         part = slice(a, a + CHUNK_ROWS)
@@ -795,9 +806,11 @@ def _unpack_op_flags(columns: list, i: int) -> tuple[np.ndarray, np.ndarray, np.
         flags = (low[part] >> 8).astype(np.uint8)  # bits 8-15: kind << 4 | in_graph
         np.bitwise_and(flags, 1, out=in_graph[part].view(np.uint8))
         np.right_shift(flags, 4, out=kind[part].view(np.uint8))
+        if ids is not None:
+            ids[part] = exec_ids(low[part])
         if pages is not None:
             pages.read_to((a + CHUNK_ROWS) * low.itemsize)
-    return copy, in_graph, kind
+    return copy, in_graph, kind, ids
 
 
 _API_COLUMNS = ["start_ns", "end_ns", "pid", "tid", "correlation_id", "name"]

@@ -53,6 +53,12 @@ def op_label(i: int, strings: dict[int, str], memcpy_names: dict[int, str]) -> s
 def labelled(codes: np.ndarray, label) -> pd.Categorical:
     """A categorical of the strings ``label(code)`` (object categories: cheap to compare and
     convert); each distinct code is labelled once."""
+    return pd.Categorical.from_codes(*labelled_codes(codes, label))
+
+
+def labelled_codes(codes: np.ndarray, label) -> tuple[np.ndarray, pd.Index]:
+    """:func:`labelled`'s codes (an array of this function's own, writeable: a categorical's
+    are a read-only view) and categories."""
     uniq, inverse = unique_inverse(codes)
     labels = [label(int(c)) for c in uniq]
     if len(set(labels)) < len(labels):  # two codes with one label (one NVTX domain in each
@@ -60,11 +66,8 @@ def labelled(codes: np.ndarray, label) -> pd.Categorical:
         categories = sorted(set(labels))
         place = {name: k for k, name in enumerate(categories)}
         codes_of = np.array([place[name] for name in labels], dtype=index_dtype(len(place)))
-        return pd.Categorical.from_codes(
-            codes_of[inverse], categories=pd.Index(categories, dtype=object)
-        )
-    categories = pd.Index(labels, dtype=object)
-    return pd.Categorical.from_codes(inverse, categories=categories)
+        return codes_of[inverse], pd.Index(categories, dtype=object)
+    return inverse, pd.Index(labels, dtype=object)
 
 
 def unique_inverse(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -103,14 +106,16 @@ def index_dtype(n: int) -> np.dtype:
 
 def op_names(
     ids: list[np.ndarray], strings: dict[int, str], memcpy_names: dict[int, str]
-) -> dict[str, pd.Categorical]:
-    """The ``name`` and ``full_name`` columns of :attr:`.loader.Trace.ops` from their name codes,
-    ``ids`` (short, full): taken out of the list one at a time, so that each is freed once
-    its categorical is made (20 M ops: 80 MB each) where the caller holds no other
-    reference."""
+) -> dict[str, tuple[np.ndarray, pd.Index]]:
+    """The ``name`` and ``full_name`` columns of :attr:`.loader.Trace.ops` from their name
+    codes, ``ids`` (short, full), as the codes and categories of their categoricals
+    (:func:`labelled_codes`: codes of their own, which the regrouping by device moves and gives
+    back as it reads them); taken out of the list one at a time, so that each is freed once
+    its codes are made (20 M ops: 80 MB each) where the caller holds no other reference."""
+    names = LEGACY_MEMCPY_NAMES if memcpy_names is None else memcpy_names
     out = {}
-    for name in ("name", "full_name"):
-        out[name] = categorical(ids.pop(0), strings, memcpy_names)
+    for column in ("name", "full_name"):
+        out[column] = labelled_codes(ids.pop(0), lambda i: op_label(i, strings, names))
     return out
 
 

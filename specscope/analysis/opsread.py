@@ -74,8 +74,10 @@ RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
 OP_COLUMNS = ("start", "end", "correlationId", "deviceId:streamId", "names", "misc", "bytes")
 """The columns of the ops query (int64 each; the packed pairs come back as two int32 halves).
 Tables without bytes (kernels, graph replays) leave the last one out: the reader fills in 0."""
-_OP_DTYPES = ("i8", "i8", NARROW32, SPLIT32_UNIFORM8_16, SPLIT16, SPLIT32_UNIFORM16, NARROW32)
-# (correlation ids and bytes int32 where they fit, the device and the process of a large read
+_OP_DTYPES = ("i8", DURATION32, NARROW32, SPLIT32_UNIFORM8_16, SPLIT16, SPLIT32_UNIFORM16, NARROW32)
+# (the ends as durations, uint32, where they fit: 4 bytes an op less until the loader makes them
+# ends, after the regrouping of a TP server's ranks; correlation ids and bytes int32 where they
+# fit, the device and the process of a large read
 # one value where all ops share it: 16 bytes an op less while the ops are read, 320 MB at 20 M;
 # streams, name ids and flags int16 where they fit: 8 bytes less, 150 MB at 20 M; the devices of
 # several GPUs int8 where they fit: 3 bytes less, 57 MiB at 20 M of 8 ranks. Flags with

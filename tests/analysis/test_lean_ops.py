@@ -414,3 +414,53 @@ def test_coverage_started_before_the_steps_is_taken_and_the_same(path, monkeypat
     with pytest.raises(Exception, match="no_such_range"):
         run.analyze_trace(trace, run.StepSpec("no_such_range"))
     assert "_coverage_ahead" not in trace.__dict__
+
+
+@pytest.mark.parametrize("name", ["eagle_node_after", "real/two_procs", "graphs/two_proc_graph"])
+@pytest.mark.parametrize("too_long", [False, True])
+def test_op_ends_read_as_durations_give_the_same_ops(name, too_long, monkeypatch, tmp_path):
+    """A large read holds each GPU operation's duration (uint32) until the loader makes the
+    ends (one device: at once; several: after the regrouping, which moves 4 bytes an
+    operation): the same frame as read from the ends. An operation of more than 4.29 s: the
+    read holds the ends themselves, and the frame is the same again."""
+    import shutil
+    import sqlite3
+
+    from specscope.analysis import opsread
+    from specscope.analysis.readcols import DURATION32, ends_given_back
+
+    path = DATA / f"{name}.sqlite"
+    if too_long:
+        path = shutil.copy(path, tmp_path / "long.sqlite")
+        con = sqlite3.connect(path)
+        con.execute(
+            "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET end = start + 5000000000"
+            " WHERE rowid = (SELECT min(rowid) FROM CUPTI_ACTIVITY_KIND_KERNEL)"
+        )
+        con.commit()
+        con.close()
+    monkeypatch.setattr(memory, "ONE_VALUE_MIN_ROWS", loader.CHUNK_ROWS)
+    plain = load(path).ops
+    monkeypatch.setattr(memory, "ONE_VALUE_MIN_ROWS", 0)
+    seen = []
+    read_ops = loader.read_ops
+
+    def recorded(*args):
+        columns = read_ops(*args)
+        seen.append(columns[1].dtype)
+        return columns
+
+    monkeypatch.setattr(loader, "read_ops", recorded)
+    lean = load(path).ops
+    assert opsread._OP_DTYPES[1] == DURATION32
+    assert seen == [np.dtype(np.int64) if too_long else np.dtype(np.uint32)]
+    assert lean["end_ns"].dtype == np.int64
+    pd.testing.assert_series_equal(lean["end_ns"], plain["end_ns"])
+    pd.testing.assert_frame_equal(lean, plain, check_dtype=False)
+    start = np.array([5, 10, 2**40], dtype=np.int64)
+    columns = {"end": np.array([1, 0, 2**32 - 1], dtype=np.uint32)}
+    ends_given_back(start, columns, "end")
+    assert columns["end"].tolist() == [6, 10, 2**40 + 2**32 - 1]
+    kept = {"end": columns["end"]}
+    ends_given_back(start, kept, "end")  # (ends already: as they are)
+    assert kept["end"] is columns["end"]

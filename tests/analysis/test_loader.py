@@ -400,23 +400,27 @@ def test_labelled_codes_are_the_categorical_of_their_labels(merged):
 @pytest.mark.parametrize("held", [False, True])
 def test_op_flags_unpacked_a_chunk_at_a_time_as_whole(monkeypatch, dtype, held):
     """The packed flags (int16, or int32 with exec ids above bit 15) unpacked in chunks, each
-    chunk's pages given back where nothing else holds the column: the same three columns as
-    the whole column's casts and shifts; a column held elsewhere left as it was."""
+    chunk's pages given back where nothing else holds the column: the same columns as the
+    whole column's casts and shifts (the exec ids: :func:`.launches.exec_ids` of the whole
+    column, where asked for); a column held elsewhere left as it was."""
     from specscope.analysis import loader
+    from specscope.analysis.launches import exec_ids
 
     monkeypatch.setattr(loader, "CHUNK_ROWS", 1000)
     rng = np.random.default_rng(7)
     n = 100_003
     copy = rng.integers(-128, 128, n)
     low = (copy & 0xFF) | (rng.integers(0, 2, n) << 8) | (rng.integers(0, 4, n) << 12)
-    if dtype == np.int32:
+    execs = dtype == np.int32
+    if execs:
         low |= rng.integers(0, 1 << 14, n) << 16  # (exec ids)
     low = low.astype(dtype)
     want = (low.astype(np.int8), ((low >> 8) & 1).astype(bool), ((low >> 12) & 0xF).astype(np.int8))
     kept = low.copy()
     columns = [kept if held else low.copy()]
-    got = loader._unpack_op_flags(columns, 0)
+    *got, ids = loader._unpack_op_flags(columns, 0, execs)
     assert columns == [None]
     for g, w in zip(got, want, strict=True):
         assert g.dtype == w.dtype and np.array_equal(g, w)
+    assert ids is None if not execs else np.array_equal(ids, exec_ids(low))
     assert np.array_equal(kept, low)  # (held by the caller: as it was)

@@ -277,18 +277,69 @@ def test_process_stretches():
 
 
 @pytest.mark.parametrize("pids", [(7, 5, 9), (300_000, 5, 90_000)], ids=["near", "far apart"])
-def test_calls_by_process_is_a_stable_sort_by_pid(pids):
+def test_calls_by_process_is_a_stable_sort_by_pid(pids, monkeypatch):
     """:func:`.callrows.calls_by_process`: each process' calls together in pid order, in their
-    order, whether the pids are counted (near one another) or found one at a time."""
+    order, whether the pids are counted (near one another) or found one at a time; moved by
+    the C loops, each column's pages given back as it is read where the list alone held it
+    (the list emptied then)."""
+    from specscope.analysis import devices, opsums
+    from specscope.analysis.pagerelease import Pages
+
+    given, moved = [], []
+
+    class Recorded(Pages):
+        def __init__(self, values):
+            given.append(values.dtype)
+            super().__init__(values)
+
+    monkeypatch.setattr(devices, "Pages", Recorded)
+    column = opsums.DeviceScatter.column
+    monkeypatch.setattr(opsums.DeviceScatter, "column", lambda self, values, pages=None: (
+        moved.append(values.dtype), column(self, values, pages))[1])  # fmt: skip
     rng = np.random.default_rng(5)
     pid = np.array(pids)[rng.integers(0, 3, 5000)]
     gtid = (1 << 56) | pid << 24 | (pid + rng.integers(0, 2, 5000))
     calls = [np.arange(5000) * 10, np.arange(5000, dtype=np.uint32), gtid]
     calls += [np.arange(5000, dtype=np.int32), rng.integers(0, 9, 5000).astype(np.int16)]
-    got = callrows.calls_by_process([c.copy() for c in calls])
+    held = [c.copy() for c in calls]
+    got = callrows.calls_by_process(held)
     order = np.argsort(pid, kind="stable")
     for a, b in zip(got, calls, strict=True):
         assert a.dtype == b.dtype
         np.testing.assert_array_equal(a, b[order])
+    assert held == [] and sorted(map(str, given)) == sorted(str(c.dtype) for c in calls)
+    assert sorted(map(str, moved)) == sorted(map(str, given))
     one = [c[pid == pids[0]] for c in calls]  # (one process: as they are)
     assert all(a is b for a, b in zip(callrows.calls_by_process(one), one, strict=True))
+
+
+def test_a_large_read_of_the_ranks_gives_the_same_frames_and_analyses(exports, monkeypatch):
+    """Read as a large export is (the devices int8, the ends as durations until the
+    regrouping has moved them, the flags unpacked a chunk at a time, every moved column's
+    pages given back as it is read): the operations' frame and the analyses of the ranks are
+    those of the plain read."""
+    from specscope.analysis import memory
+
+    _, merged = exports
+    eagle = load_preset("eagle")
+    monkeypatch.setattr(memory, "ONE_VALUE_MIN_ROWS", 1 << 40)
+    plain = load(merged)
+    want = analyze_processes(plain, eagle)
+    monkeypatch.setattr(memory, "ONE_VALUE_MIN_ROWS", 0)
+    monkeypatch.setattr(loader, "CHUNK_ROWS", 1000)  # (unpacked and made ends in chunks)
+    read = []
+    read_ops = loader.read_ops
+
+    def recorded(*args):
+        columns = read_ops(*args)
+        read.append((columns[1].dtype, columns[3].dtype))
+        return columns
+
+    monkeypatch.setattr(loader, "read_ops", recorded)
+    lean = load(merged)
+    assert lean.ops["end_ns"].dtype == np.int64
+    assert read == [(np.dtype(np.uint32), np.dtype(np.int8))]
+    pd.testing.assert_frame_equal(lean.ops, plain.ops, check_dtype=False)
+    got = analyze_processes(lean, eagle)
+    for a, b in zip(got.processes, want.processes, strict=True):
+        pd.testing.assert_frame_equal(a.analysis.frame, b.analysis.frame)
