@@ -51,6 +51,7 @@ def each_process(trace: Trace, pids: list[int], work: Callable[[int], T]) -> lis
         _shared(trace)
     except Exception:  # (what fails here fails, or not, in each process' analysis as before)
         return [work(pid) for pid in pids]
+    give_back(len(trace.ops))  # (what the reads and _shared freed: before the first two)
     with ThreadPoolExecutor(2, thread_name_prefix="process") as pool:
         futures = [pool.submit(work, pid) for pid in pids]
         out = []

@@ -554,6 +554,12 @@ class Trace:
     def ops(self) -> pd.DataFrame:
         """Every GPU operation, with the start and thread of the API call that launched it."""
         columns, execs = self._read_ops()
+        if opsread.pending(self.sqlite_file or self.path, "nvtx"):
+            # the NVTX events' frame made now from the read ahead's columns, which it gives up:
+            # mapped with the operations' (counted from the start), they were held to the
+            # analyses, the peak of 20 M GPU operations of 8 ranks (54 MiB of int64 columns
+            # for a frame of 24, ``bench/README.md``, twenty-second session)
+            self._nvtx_all  # noqa: B018 (a cached property)
         if columns[1].dtype == np.uint32:  # durations: the same on any clock
             columns[0] = self.session_times(columns[0])[0]
         else:

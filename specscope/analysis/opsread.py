@@ -381,9 +381,10 @@ class _Forked:
         return reads.pop(self.what)
 
 
-def pending(path: Path) -> bool:
-    """Whether a read of ``path``'s operations was started by :func:`prefetch` and not taken."""
-    return "ops" in _pending.get(path.resolve(), {})
+def pending(path: Path, what: str = "ops") -> bool:
+    """Whether the read ``what`` of ``path`` (its operations by default) was started by
+    :func:`prefetch` and not taken."""
+    return what in _pending.get(path.resolve(), {})
 
 
 def take(path: Path, what: str):
