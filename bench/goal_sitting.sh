@@ -36,6 +36,7 @@ if [ -f "$exports/ranks4.sqlite" ] && [ -f "$exports/ranks8.sqlite" ]; then
 fi
 if [ -f "$exports/ranks8x20m.sqlite" ]; then  # (20 M GPU ops of 8 ranks: the 20 M goal's TP case)
   python bench/bench_scale.py "$exports/ranks8x20m.sqlite" --no-nsys
+  python bench/bench_scale.py "$exports/ranks8x20m.sqlite" --preset '' --no-nsys  # ([Z]'s)
 fi
 if [ -f "$exports/ops2m_el.sqlite" ] && [ -f "$exports/ops2m_el_nonvtx.sqlite" ]; then
   python bench/bench_analyze.py "$exports/ops2m_el.sqlite"
