@@ -139,7 +139,7 @@ def union_coverage(starts: np.ndarray, ends: np.ndarray, chunk: int = CHUNK_ROWS
     dtype = np.result_type(starts, ends)
     if chunk >= n and (merged := opsums.coverage_merged(starts, ends)) is not None:
         return _covered_whole(*merged, dtype)  # (a few sorted runs merged in C: opsums.py)
-    order = start_order(starts)
+    order = start_order(starts, merged=chunk < n)
     first = starts[0] if order is None else starts[order[0]]
     if chunk >= n:  # one chunk: the prefix is built once, each query a binary search
         order = None if order is None else np.asarray(order)
@@ -189,16 +189,18 @@ def _covered_whole(s: np.ndarray, emax: np.ndarray, holes: np.ndarray, dtype):
     return covered_whole
 
 
-def start_order(starts: np.ndarray) -> np.ndarray | MergedOrder | None:
+def start_order(starts: np.ndarray, merged: bool = False) -> np.ndarray | MergedOrder | None:
     """``np.argsort(starts, kind="stable")`` as int32 (where under 2**31 rows), None when
     ``starts`` is sorted already.
 
     GPU operations come table by table (kernels, then memcpys, memsets), each table in start
     order: a few sorted runs, one of them most of the rows. Above :data:`WHOLE_COVERAGE_MAX`
-    rows (below, the sort is faster: 4 against 18 ms at 2 M), the other rows are sorted
-    alone and merged into the longest run, which is never sorted nor searched: the order is a
-    :class:`MergedOrder`, which gives any stretch of it from the few rows of the rest (20 M
-    ops: no order of the whole size, 80 MB, nor a sort buffer of it)."""
+    rows, or where ``merged`` (a chunked coverage: each rank of a large export's, whose
+    memory two analyses at once hold), the other rows are sorted alone and merged into the
+    longest run, which is never sorted nor searched: the order is a :class:`MergedOrder`, which
+    gives any stretch of it from the few rows of the rest (20 M ops: no order of the whole
+    size, 80 MB, nor a sort buffer of it; 2.5 M: 29 MiB less at once). Below, the sort is
+    faster (4 against 18 ms at 2 M)."""
     n = len(starts)
     breaks = _breaks(starts)
     if not len(breaks):
@@ -207,7 +209,7 @@ def start_order(starts: np.ndarray) -> np.ndarray | MergedOrder | None:
     bounds = np.r_[0, breaks + 1, n]
     longest = int(np.argmax(np.diff(bounds)))
     a, b = int(bounds[longest]), int(bounds[longest + 1])
-    if n <= WHOLE_COVERAGE_MAX or 2 * (b - a) < n:  # few rows, or no run of most: a sort
+    if (n <= WHOLE_COVERAGE_MAX and not merged) or 2 * (b - a) < n:  # (no run of most: a sort)
         return np.argsort(starts, kind="stable").astype(dtype, copy=False)
     rest = np.r_[np.arange(a, dtype=dtype), np.arange(b, n, dtype=dtype)]
     rest = rest[np.argsort(starts[rest], kind="stable")]

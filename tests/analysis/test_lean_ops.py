@@ -464,3 +464,31 @@ def test_op_ends_read_as_durations_give_the_same_ops(name, too_long, monkeypatch
     kept = {"end": columns["end"]}
     ends_given_back(start, kept, "end")  # (ends already: as they are)
     assert kept["end"] is columns["end"]
+
+
+def test_chunked_coverage_takes_the_merged_order_however_few_the_rows(monkeypatch) -> None:
+    """A coverage queried by chunked passes (each rank of a large export's) orders its starts
+    by merging the few rows out of order into the longest run (no argsort of every row, nor
+    an int64 order of them), even below WHOLE_COVERAGE_MAX rows; the same order, the same
+    coverage."""
+    from specscope.analysis import coverage
+
+    rng = np.random.default_rng(9)
+    runs = [5000, 300, 40]
+    starts = np.concatenate([np.sort(rng.integers(0, 10**6, size=n)) for n in runs])
+    ends = starts + rng.integers(0, 50, size=len(starts))
+    want = np.argsort(starts, kind="stable")
+    assert isinstance(coverage.start_order(starts), np.ndarray)  # (few rows, whole: a sort)
+    merged = coverage.start_order(starts, merged=True)
+    assert isinstance(merged, coverage.MergedOrder)
+    assert [merged[i] for i in range(len(starts))] == want.tolist()
+    orders = []
+    real = coverage.start_order
+    monkeypatch.setattr(coverage, "start_order", lambda s, merged=False: (
+        orders.append(merged), real(s, merged))[1])  # fmt: skip
+    t = rng.integers(-5, 10**6 + 60, size=40)
+    np.testing.assert_array_equal(
+        union_coverage(starts, ends, chunk=100)(t),
+        union_coverage(starts[want], ends[want], chunk=len(starts))(t),
+    )
+    assert orders[0] is True
