@@ -206,3 +206,22 @@ def test_api_calls_a_page_scan_refuses_are_read_by_sql(monkeypatch) -> None:
     got = read_runtime(None, None, sql, path)
     for a, b in zip(got, want, strict=True):
         assert a.dtype == b.dtype and np.array_equal(a, b)
+
+
+def test_a_failing_nvtx_frame_leaves_its_error_to_its_reader(small_prefetch, monkeypatch) -> None:
+    """The NVTX events' frame is made as the operations are taken (read ahead); where it
+    fails (a damaged table), the operations load all the same and the error is the one the
+    reader of the ranges meets, as before."""
+    from specscope.analysis import loader
+
+    path = DATA / "eagle_node_before.sqlite"
+
+    def damaged(self):
+        raise TraceError(f"{path.name}: NVTX_EVENTS is damaged")
+
+    monkeypatch.setattr(loader.Trace, "_nvtx_all", property(damaged))
+    opsread.prefetch(path)
+    trace = load(path)
+    assert len(trace.ops) > 0
+    with pytest.raises(TraceError, match="damaged"):
+        trace.nvtx  # noqa: B018
