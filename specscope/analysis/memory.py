@@ -38,16 +38,26 @@ ONE_VALUE_MIN_ROWS = 1 << 20
 """Shorter columns stay as they are (:func:`one_value_view`)."""
 
 
+def libc_function(name: str, argtypes: list, restype=ctypes.c_int):
+    """The C library's function ``name`` with its argument and result types (``malloc_trim``
+    here, ``madvise`` in :mod:`.pagerelease`), or None where there is none."""
+    try:
+        fn = getattr(_libc(), name)
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes, fn.restype = argtypes, restype
+    return fn
+
+
+@functools.cache
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+
+
 @functools.cache
 def _malloc_trim():
     """glibc's ``malloc_trim``, or None where there is none."""
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        trim = libc.malloc_trim
-    except (OSError, AttributeError):
-        return None
-    trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
-    return trim
+    return libc_function("malloc_trim", [ctypes.c_size_t])
 
 
 def give_back(rows: int) -> None:

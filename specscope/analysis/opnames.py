@@ -112,16 +112,20 @@ def op_names(
     (:func:`labelled_codes`: codes of their own, which the regrouping by device moves and gives
     back as it reads them); taken out of the list one at a time, so that each is freed once
     its codes are made (20 M ops: 80 MB each) where the caller holds no other reference."""
-    names = LEGACY_MEMCPY_NAMES if memcpy_names is None else memcpy_names
-    out = {}
-    for column in ("name", "full_name"):
-        out[column] = labelled_codes(ids.pop(0), lambda i: op_label(i, strings, names))
-    return out
+    return {column: categorical_codes(ids.pop(0), strings, memcpy_names)
+            for column in ("name", "full_name")}  # fmt: skip
 
 
 def categorical(
     ids: np.ndarray, strings: dict[int, str], memcpy_names: dict[int, str] | None = None
 ) -> pd.Categorical:
     """Op names from their name codes (see :func:`op_label`)."""
+    return pd.Categorical.from_codes(*categorical_codes(ids, strings, memcpy_names))
+
+
+def categorical_codes(
+    ids: np.ndarray, strings: dict[int, str], memcpy_names: dict[int, str] | None = None
+) -> tuple[np.ndarray, pd.Index]:
+    """:func:`categorical`'s codes and categories (:func:`labelled_codes`)."""
     names = LEGACY_MEMCPY_NAMES if memcpy_names is None else memcpy_names
-    return labelled(ids, lambda i: op_label(i, strings, names))
+    return labelled_codes(ids, lambda i: op_label(i, strings, names))

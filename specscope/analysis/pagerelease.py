@@ -21,12 +21,13 @@ any process' resident memory). Elsewhere than Linux nothing is given back.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import functools
 import mmap
 import sys
 
 import numpy as np
+
+from specscope.analysis.memory import libc_function
 
 STRETCH_BYTES = 8 << 20
 """A moved column is read (and given back) in stretches of this many bytes: a few hundred
@@ -90,11 +91,4 @@ class Pages:
 @functools.cache
 def _madvise():
     """libc's ``madvise``, or None."""
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        fn = libc.madvise
-    except (OSError, AttributeError):
-        return None
-    fn.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-    fn.restype = ctypes.c_int
-    return fn
+    return libc_function("madvise", [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int])

@@ -113,8 +113,7 @@ def check_fits(target, column, i: int) -> None:
 
 
 def _fits(values: np.ndarray, dtype, i: int) -> None:
-    info = np.iinfo(dtype)
-    if values.min() < info.min or values.max() > info.max:
+    if not _fit(dtype, values):
         raise TooWide(i)
 
 
