@@ -21,7 +21,7 @@ import pandas as pd
 
 from specscope.analysis.memory import one_valued
 from specscope.analysis.opsums import DeviceScatter, distinct_counts, present_values
-from specscope.analysis.pagerelease import Pages, only_here
+from specscope.analysis.pagerelease import only_here
 from specscope.analysis.parallel import beside
 
 if TYPE_CHECKING:
@@ -143,7 +143,7 @@ def _gathered(
     """Each of ``columns`` in ``order`` (one-value columns as they are), each column given up
     (popped) once gathered; by :class:`.opsums.DeviceScatter` where it is given and takes the
     column, which reads a column that nothing else holds in stretches and gives each one's
-    pages back once read (:class:`.pagerelease.Pages`): a column is not held twice while it
+    pages back once read (:func:`.pagerelease.read_once`): a column is not held twice while it
     moves. Whole columns moved at once on two threads, an 8-byte and a 4-byte one new at once,
     were the peak at 20 M GPU operations of 8 ranks (``bench/README.md``, twentieth
     session)."""
@@ -153,10 +153,8 @@ def _gathered(
         if values.strides == (0,):
             out[name] = values
         elif isinstance(order, DeviceScatter):
-            pages = Pages(values) if only_here(values) else None  # (before the call: its
-            # arguments would hold the column too)
-            moved = order.column(values, pages)
-            del pages
+            alone = only_here(values)  # (before the call: its arguments hold the column too)
+            moved = order.column(values, alone)
             out[name] = moved if moved is not None else values[order.rows]
         else:
             out[name] = values[order]

@@ -89,7 +89,7 @@ from specscope.analysis.opsread import (
     runtime_sql,
 )
 from specscope.analysis.opsread import PID_MASK as _PID_MASK
-from specscope.analysis.pagerelease import Pages, only_here
+from specscope.analysis.pagerelease import only_here, read_once
 from specscope.analysis.parallel import beside
 from specscope.analysis.readcols import call_ends, ends_given_back
 from specscope.analysis.sqlread import (
@@ -798,7 +798,7 @@ def _unpack_op_flags(columns: list, i: int, execs: bool) -> tuple[np.ndarray, ..
     of KINDS, and where ``execs`` the exec ids as int16 (:func:`.launches.exec_ids`), else
     None): bits 0-7 copyKind, bit 8 in_graph, bits 12-15 kind. Unpacked a chunk at a time,
     each chunk's pages of the read given back once unpacked where nothing else holds them
-    (:class:`.pagerelease.Pages`): at 20 M GPU operations the new columns (57-95 MiB) came on
+    (:func:`.pagerelease.read_once`): at 20 M GPU operations the new columns (57-95 MiB) came on
     top of every column of the read, the analysis' peak (``bench/README.md``, twenty-second
     session)."""
     low, columns[i] = columns[i], None
@@ -806,17 +806,14 @@ def _unpack_op_flags(columns: list, i: int, execs: bool) -> tuple[np.ndarray, ..
     copy, kind = np.empty(n, dtype=np.int8), np.empty(n, dtype=np.int8)
     in_graph = np.empty(n, dtype=bool)
     ids = np.empty(n, dtype=np.int16) if execs else None
-    pages = Pages(low) if only_here(low) else None
-    for a in range(0, n, CHUNK_ROWS):
-        part = slice(a, a + CHUNK_ROWS)
+    alone = only_here(low)  # (before the call: its arguments hold the column too)
+    for part in read_once(low, CHUNK_ROWS, alone):
         np.copyto(copy[part], low[part], casting="unsafe")  # bits 0-7
         flags = (low[part] >> 8).astype(np.uint8)  # bits 8-15: kind << 4 | in_graph
         np.bitwise_and(flags, 1, out=in_graph[part].view(np.uint8))
         np.right_shift(flags, 4, out=kind[part].view(np.uint8))
         if ids is not None:
             ids[part] = exec_ids(low[part])
-        if pages is not None:
-            pages.read_to((a + CHUNK_ROWS) * low.itemsize)
     return copy, in_graph, kind, ids
 
 

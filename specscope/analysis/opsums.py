@@ -27,7 +27,7 @@ import numpy as np
 
 from specscope.analysis import native
 from specscope.analysis.memory import CHUNK_ROWS, dense_rows
-from specscope.analysis.pagerelease import STRETCH_BYTES, Pages
+from specscope.analysis.pagerelease import STRETCH_BYTES, read_once
 
 _P = ctypes.c_void_p
 _I = ctypes.c_int64
@@ -529,11 +529,12 @@ class DeviceScatter:
         place[self.rows] = np.arange(self.n)
         return place[rows]
 
-    def column(self, values: np.ndarray, pages: Pages | None = None) -> np.ndarray | None:
+    def column(self, values: np.ndarray, give_back: bool = False) -> np.ndarray | None:
         """``values`` with each device's rows together in a new array, or None (``values`` as
-        it was). ``pages``: ``values``' own, given back as the move reads through it (a
-        stretch of :data:`.pagerelease.STRETCH_BYTES` at a time: the new array's pages are
-        written in as the old one's go), ``values`` not to be read again."""
+        it was). ``give_back``: ``values``' pages go back as the move reads through it (a
+        stretch of :data:`.pagerelease.STRETCH_BYTES` at a time, :func:`.pagerelease.read_once`:
+        the new array's pages are written in as the old one's go), ``values`` not to be read
+        again."""
         if self.fn is None or not isinstance(values, np.ndarray) or values.ndim != 1:
             return None
         if not values.flags.c_contiguous or values.dtype.itemsize not in (1, 2, 4, 8):
@@ -543,13 +544,11 @@ class DeviceScatter:
         out = np.empty_like(values)
         pos = self.starts.copy()
         w = values.dtype.itemsize
-        step = len(values) if pages is None else max(1, STRETCH_BYTES // w)
-        for a in range(0, len(values), step):
-            b = min(len(values), a + step)
+        step = max(1, STRETCH_BYTES // w) if give_back else max(1, len(values))
+        for part in read_once(values, step, give_back):
+            a, b = part.start, min(len(values), part.stop)
             if self.fn(b - a, _at(self.slot, a), _p(pos), _at(values, a), w, _p(out)) < 0:
                 return None  # (not a width it moves: checked above, before any page went)
-            if pages is not None:
-                pages.read_to(b * w)
         return out
 
 

@@ -24,6 +24,7 @@ import ctypes
 import functools
 import mmap
 import sys
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -54,6 +55,18 @@ def only_here(values: np.ndarray) -> bool:
             return False
         base = base.obj
     return base is None or (isinstance(base, mmap.mmap) and sys.getrefcount(base) <= 3)
+
+
+def read_once(values: np.ndarray, rows: int, give_back: bool) -> Iterator[slice]:
+    """The stretches of ``rows`` rows of ``values`` (slices, in order) for a pass that reads
+    each of them once; where ``give_back`` (the caller's :func:`only_here` of ``values``,
+    asked before the call), each stretch's whole pages go back to the system (:class:`Pages`)
+    as the pass takes the next one."""
+    pages = Pages(values) if give_back else None
+    for a in range(0, len(values), rows):
+        yield slice(a, a + rows)
+        if pages is not None:
+            pages.read_to(min(len(values), a + rows) * values.itemsize)
 
 
 class Pages:

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from specscope.analysis import memory
-from specscope.analysis.pagerelease import Pages, only_here
+from specscope.analysis.pagerelease import only_here, read_once
 
 SPLIT32 = "split32"
 """A dtype for :func:`.sqlread.int_columns_many`: the int64 column comes back as two int32 arrays,
@@ -270,7 +270,7 @@ def ends_given_back(start: np.ndarray, columns: list | dict, key) -> None:
     """``columns[key]``, a :data:`DURATION32` column of the read whose first column is
     ``start``, made the end times (int64) where it is durations, as :func:`call_ends` gives
     them, a chunk at a time: each chunk's pages of the durations given back once added where
-    nothing else holds them (:class:`.pagerelease.Pages`), so that the ends are not held beside
+    nothing else holds them (:func:`.pagerelease.read_once`), so that the ends are not held beside
     every duration. The GPU operations' ends are read so (4 bytes an op less until the
     analyses: 76 MiB at 20 M, ``bench/README.md``, twenty-second session)."""
     took = columns[key]
@@ -278,12 +278,9 @@ def ends_given_back(start: np.ndarray, columns: list | dict, key) -> None:
         return
     columns[key] = None
     ends = np.empty(len(took), dtype=np.int64)
-    pages = Pages(took) if only_here(took) else None
-    for lo in range(0, len(took), memory.CHUNK_ROWS):
-        part = slice(lo, lo + memory.CHUNK_ROWS)
+    alone = only_here(took)  # (before the call: its arguments hold the column too)
+    for part in read_once(took, memory.CHUNK_ROWS, alone):
         np.add(start[part], took[part], out=ends[part])
-        if pages is not None:
-            pages.read_to((lo + memory.CHUNK_ROWS) * took.itemsize)
     columns[key] = ends
 
 

@@ -457,7 +457,7 @@ def test_moved_columns_pages_given_back_only_when_nothing_else_holds_them(built,
     """by_device gives back the pages of a column it moved where nothing else holds that
     memory, and only there: the arrays the caller kept are as they were, the others moved
     alike."""
-    from specscope.analysis import devices
+    from specscope.analysis import pagerelease
     from specscope.analysis.devices import by_device
     from specscope.analysis.pagerelease import Pages
 
@@ -468,7 +468,7 @@ def test_moved_columns_pages_given_back_only_when_nothing_else_holds_them(built,
             given.append(values.nbytes)
             super().__init__(values)
 
-    monkeypatch.setattr(devices, "Pages", Recorded)
+    monkeypatch.setattr(pagerelease, "Pages", Recorded)
 
     rng = np.random.default_rng(3)
     n = 100_000
@@ -495,6 +495,7 @@ def test_moved_column_read_in_stretches_whose_pages_go_back(built, monkeypatch):
     """DeviceScatter.column with the column's pages: the same column as moved whole, each
     stretch's pages given back once read (the column read as zeros after), in stretches of
     STRETCH_BYTES."""
+    from specscope.analysis import pagerelease
     from specscope.analysis.pagerelease import Pages
 
     monkeypatch.setattr(opsums, "STRETCH_BYTES", 1 << 16)
@@ -513,7 +514,8 @@ def test_moved_column_read_in_stretches_whose_pages_go_back(built, monkeypatch):
             read.append(nbytes)
             super().read_to(nbytes)
 
-    assert np.array_equal(scatter.column(values, Recorded(values)), want)
+    monkeypatch.setattr(pagerelease, "Pages", Recorded)
+    assert np.array_equal(scatter.column(values, True), want)
     assert read == [min(k + (1 << 16), n * 8) for k in range(0, n * 8, 1 << 16)]
     if sys.platform.startswith("linux"):
         assert not values[1024:-1024].any()  # (given back: zero pages)

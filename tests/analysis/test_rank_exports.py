@@ -282,7 +282,7 @@ def test_calls_by_process_is_a_stable_sort_by_pid(pids, monkeypatch):
     order, whether the pids are counted (near one another) or found one at a time; moved by
     the C loops, each column's pages given back as it is read where the list alone held it
     (the list emptied then)."""
-    from specscope.analysis import devices, opsums
+    from specscope.analysis import opsums, pagerelease
     from specscope.analysis.pagerelease import Pages
 
     given, moved = [], []
@@ -292,10 +292,10 @@ def test_calls_by_process_is_a_stable_sort_by_pid(pids, monkeypatch):
             given.append(values.dtype)
             super().__init__(values)
 
-    monkeypatch.setattr(devices, "Pages", Recorded)
+    monkeypatch.setattr(pagerelease, "Pages", Recorded)
     column = opsums.DeviceScatter.column
-    monkeypatch.setattr(opsums.DeviceScatter, "column", lambda self, values, pages=None: (
-        moved.append(values.dtype), column(self, values, pages))[1])  # fmt: skip
+    monkeypatch.setattr(opsums.DeviceScatter, "column", lambda self, values, give_back=False: (
+        moved.append(values.dtype), column(self, values, give_back))[1])  # fmt: skip
     rng = np.random.default_rng(5)
     pid = np.array(pids)[rng.integers(0, 3, 5000)]
     gtid = (1 << 56) | pid << 24 | (pid + rng.integers(0, 2, 5000))
