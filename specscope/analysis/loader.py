@@ -553,7 +553,7 @@ class Trace:
     @cached_property
     def ops(self) -> pd.DataFrame:
         """Every GPU operation, with the start and thread of the API call that launched it."""
-        columns, execs = self._read_ops()
+        columns, carried = self._read_ops()  # (whether the flags carry exec ids)
         if opsread.pending(self.sqlite_file or self.path, "nvtx"):
             # the NVTX events' frame made now from the read ahead's columns, which it gives up:
             # mapped with the operations' (counted from the start), they were held to the
@@ -567,7 +567,7 @@ class Trace:
             columns[0], columns[1] = self.session_times(columns[0], columns[1])
         if "capture_mode" not in self.__dict__:  # (the cached property, from this read)
             self.__dict__["capture_mode"] = self._mode_of_read(columns[8])
-        execs = execs and self.capture_mode is CaptureMode.NODE
+        wanted = carried and self.capture_mode is CaptureMode.NODE  # (the exec ids unpacked)
         # the names' categoricals on a second thread (large exports: .parallel) while the flags
         # are unpacked here; each read column that is only an input is dropped once used (20 M
         # ops: 80 MB each), the names' before the launch matching allocates
@@ -577,7 +577,7 @@ class Trace:
         columns[5] = columns[6] = None
         named = beside(len(columns[0]), op_names, ids, *labels)
         del ids
-        copy, in_graph, kind, execs = _unpack_op_flags(columns, 8, execs)
+        copy, in_graph, kind, execs = _unpack_op_flags(columns, 8, wanted)
         grouped = in_device_order(columns[3])  # (else each device's rows are put together below)
         if grouped:  # the ends now (the launches are grouped from them below); else once the
             ends_given_back(columns[0], columns, 1)  # regrouping moved the durations (4 bytes)
