@@ -100,6 +100,35 @@ int64_t pattern_sums(int64_t n, const void *step, int sw, const int64_t *where, 
     return 0;
 }
 
+/* run.op_totals of the operations of kept steps (where[step] >= 0): per (name code, kind code)
+   pair, pair = name * n_kind + kind, its operations counted and their durations in µs,
+   (end - start) / 1e3, summed as pandas' grouped sum adds them: in trace order, compensated
+   (sum, comp: Kahan's, as pandas' group_sum, a NaN compensation reset to 0 as it does), with
+   first[pair] the first such row (-1 none: the groups' order of first occurrence). A code -1
+   (no name, no kind) groups nothing. */
+int64_t pair_totals(int64_t n, const void *step, int sw, const int64_t *where, int64_t n_where,
+                    const void *name, int nw, int64_t n_name, const int8_t *kind, int64_t n_kind,
+                    const int64_t *start, const int64_t *end, int64_t *count, double *sum,
+                    double *comp, int64_t *first) {
+    int64_t pos;
+    for (int64_t i = 0; i < n; i++) {
+        if (!position(where, n_where, at(step, sw, i), &pos)) return -1;
+        int64_t a = at(name, nw, i), k = kind[i];
+        if (a < -1 || a >= n_name || k < -1 || k >= n_kind) return -1;
+        if (pos < 0 || a < 0 || k < 0) continue;
+        int64_t g = a * n_kind + k;
+        /* (the difference as numpy's int64 subtraction wraps, then as its true division) */
+        double val = (double)(int64_t)((uint64_t)end[i] - (uint64_t)start[i]) / 1e3;
+        double y = val - comp[g];
+        double t = sum[g] + y;
+        comp[g] = t - sum[g] - y;
+        if (comp[g] != comp[g]) comp[g] = 0;
+        sum[g] = t;
+        if (count[g]++ == 0) first[g] = i;
+    }
+    return 0;
+}
+
 /* gaps.anchor_extents: per anchor instance its first start, last end, and the first row in
    trace order that starts first (head; -1 for an instance without rows), with tied set where
    another row starts at the same time: then the caller picks among those by their calls.

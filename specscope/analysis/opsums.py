@@ -4,8 +4,9 @@ The window, count and gap metrics reduce the operations by step or anchor instan
 start and last end per step (:func:`.metrics.group_first_last`), ops per step and class
 (:func:`.metrics._class_counts`), the head operation of each anchor instance
 (:func:`.gaps.anchor_extents`), the union coverage's prefix and its queries
-(:mod:`.coverage`). Before them, the operations frame needs each operation's launch call
-(:meth:`.loader.Trace.launches`), its names' categorical codes
+(:mod:`.coverage`); after them, the totals per name and kind that a comparison keeps of a
+shed analysis (:attr:`.run.Analysis.op_totals`). Before them, the operations frame needs each
+operation's launch call (:meth:`.loader.Trace.launches`), its names' categorical codes
 (:func:`.opnames.unique_inverse`) and each device's rows together
 (:func:`.devices.by_device`). In numpy each is a dozen passes over the operations, with a
 temporary per operation each and ``ufunc.at`` (slow scattered updates); the C loops make one
@@ -38,6 +39,7 @@ _SIGNATURES = {
     + [_P, _P, _P, _P],
     "pattern_sums": [_I, _P, _W, _P, _I, _P, _I, _P, _W, _P, _I, _P, _W, _P, _I, _P, _P, _I]
     + [_P, _P],
+    "pair_totals": [_I, _P, _W, _P, _I, _P, _W, _I, _P, _I, _P, _P, _P, _P, _P, _P],
     "anchor_heads": [_I, _P, _W, _I, _P, _P, _P, _P, _P, _P, _I],  # (tied uint8, offset)
     "coverage_prefix": [_I, _P, _P, _P, _W, _P, _P, _P],
     "coverage_merge": [_I, _P, _P, _P, _I, _P, _P, _P, _P],
@@ -204,6 +206,39 @@ def pattern_sums(
         _p(start), _p(end), n_kept, _p(count), _p(ns),
     )  # fmt: skip
     return None if got < 0 else (count, ns)
+
+
+def pair_totals(
+    step: np.ndarray,
+    where: np.ndarray,
+    name: np.ndarray,
+    n_name: int,
+    kind: np.ndarray,
+    n_kind: int,
+    start: np.ndarray,
+    end: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """Of :func:`.run.op_totals`, without a temporary per operation: per (``name``, ``kind``)
+    code pair (``name * n_kind + kind``) of the operations of kept steps (``where``:
+    :func:`.steps.kept_position`), their count (int64), the sum of their durations in µs as
+    pandas' grouped sum makes it (float64), and the first such operation (-1 none); or None."""
+    fn = _function("pair_totals")
+    if fn is None or not (
+        _ints(step, name)
+        and _exact(np.int64, where, start, end)
+        and _exact(np.int8, kind)
+        and _same_length(step, name, kind, start, end)
+    ):
+        return None
+    n_pairs = max(n_name, 0) * max(n_kind, 1)
+    count, first = np.zeros(n_pairs, dtype=np.int64), np.full(n_pairs, -1, dtype=np.int64)
+    total, comp = np.zeros(n_pairs), np.zeros(n_pairs)
+    got = fn(
+        len(step), _p(step), step.dtype.itemsize, _p(where), len(where),
+        _p(name), name.dtype.itemsize, n_name, _p(kind), n_kind,
+        _p(start), _p(end), _p(count), _p(total), _p(comp), _p(first),
+    )  # fmt: skip
+    return None if got < 0 else (count, total, first)
 
 
 def anchor_state(n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:

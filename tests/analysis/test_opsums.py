@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from specscope.analysis import coverage, gaps, metrics, native, opsums
+from specscope.analysis import coverage, gaps, metrics, native, opsums, run
 from specscope.analysis.coverage import union_coverage
 from specscope.analysis.loader import COPY_KINDS, KINDS
 from specscope.analysis.memory import CHUNK_ROWS
@@ -140,6 +140,24 @@ def test_random_operations_sum_alike(built, monkeypatch, n, n_steps, dtype, in_o
     pd.testing.assert_frame_equal(extents, want)
 
 
+@pytest.mark.parametrize("n,n_steps,dtype,in_order", CASES)
+def test_totals_per_name_and_kind_alike(built, monkeypatch, n, n_steps, dtype, in_order):
+    """A comparison's totals per (name, kind) of the reported steps' operations: the same
+    pairs in the same order, counts, and sums to the bit (pandas' compensated sum, here over
+    durations from 0 to 10 s, whose µs are not whole)."""
+    steps = _random_steps(np.random.default_rng(n + 7), n, n_steps, dtype, in_order)
+    ops = steps.ops
+    ops["end_ns"] = ops["start_ns"] + np.random.default_rng(n).integers(0, 10**10, len(ops))
+    got = run._kept_pair_totals(steps)
+    assert got is not None
+    want = _reference(monkeypatch, lambda: run._pair_totals(*run._reported_ops(steps)[1:]))
+    pd.testing.assert_frame_equal(got, want, check_exact=True)
+    assert np.array_equal(got["us"].to_numpy().view(np.int64), want["us"].to_numpy().view(np.int64))
+    # a step past the steps: left to the reference (its IndexError, as before the loop)
+    ops.loc[0, "step"] = n_steps + 1
+    assert run._kept_pair_totals(steps) is None
+
+
 def test_anchor_heads_look_up_the_calls_of_heads_and_ties_only(built):
     """The operations carry no launch times: the C path asks for the calls of each instance's
     head and of the operations tied with it on the first start, not of every operation."""
@@ -224,7 +242,8 @@ def test_analyses_of_real_exports_are_the_same(built, monkeypatch, name):
     from specscope.analysis.loader import load
 
     def frames() -> list[pd.DataFrame]:
-        return [a.metrics.frame for a in analyze_processes(load(DATA / name)).analyses.values()]
+        analyses = analyze_processes(load(DATA / name)).analyses.values()
+        return [f for a in analyses for f in (a.metrics.frame, a.op_totals)]
 
     got = frames()
     want = _reference(monkeypatch, frames)
