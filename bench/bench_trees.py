@@ -1,7 +1,7 @@
 """Time a ``specscope`` command of two or more source trees on one export, alternating.
 
     python bench/bench_trees.py EXPORT OLD_TREE NEW_TREE [MORE...] [--rounds 8]
-        [--command analyze|explain|report] [--with EXPORT2 ...] [-- ARGS...]
+        [--command analyze|explain|report|compare] [--with EXPORT2 ...] [-- ARGS...]
 
 Each round runs ``python -m specscope COMMAND EXPORT [EXPORT2...] ARGS`` once per tree (output
 to /dev/null, the tree first on ``PYTHONPATH``, bytecode cached as an installed package has
@@ -9,7 +9,8 @@ it), so both see the same load; prints best and median wall and CPU time and the
 (``os.wait4``: each run's own) per tree, and the 1-minute load average. ``analyze`` (the
 default) gets ``--format json`` unless ARGS give a ``--format``; ``report`` gets a new
 ``--out`` folder each run (removed after it); ``--with`` adds inputs after EXPORT (the report's
-second export). A tree is a checkout, e.g. ``git worktree add --detach /tmp/old e3006a3``.
+second export, compare's after). A tree is a checkout, e.g. ``git worktree add --detach
+/tmp/old e3006a3``.
 """
 
 from __future__ import annotations
@@ -54,7 +55,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("export", type=Path)
     p.add_argument("trees", type=Path, nargs="+", metavar="TREE")
     p.add_argument("--rounds", type=int, default=8)
-    p.add_argument("--command", choices=("analyze", "explain", "report"), default="analyze")
+    p.add_argument(
+        "--command", choices=("analyze", "explain", "report", "compare"), default="analyze"
+    )
     p.add_argument(
         "--with",
         dest="more",
