@@ -43,6 +43,8 @@ STAGES = [
     ("specscope.analysis.summary", "summarize", "summary"),
     ("specscope.analysis.auto", "analyze_processes", "every process analysed"),
     ("specscope.analysis.run:Analysis", "shed", "shed (compare: op totals kept)"),
+    ("specscope.analysis.composition", "median_step_view", "report: median step's view"),
+    ("specscope.analysis.explain", "explain_gap", "report, explain: the gap's story"),
     ("specscope.analysis.compare", "compare_runs", "compare_runs"),
 ]
 _PAGE = os.sysconf("SC_PAGE_SIZE")

@@ -129,3 +129,44 @@ def test_a_steps_views_make_no_frame_of_every_call(name, monkeypatch):
     view = composition.median_step_view(a, gap)
     assert len(view.timeline.host.calls) and len(view.timeline.host.links)
     assert explain_gap(a, gap).launch_call is not None
+
+
+def _composition_whole(a, step: int) -> pd.Series:
+    """Step ``step``'s composition from every operation clipped to its window (the code
+    before)."""
+    from specscope.analysis.coverage import union_coverage
+    from specscope.analysis.summary import step_window
+
+    w0, w1 = step_window(a.metrics, step)
+    ops = a.steps.ops
+    start = np.clip(ops["start_ns"].to_numpy(dtype="float64"), w0, w1)
+    end = np.clip(ops["end_ns"].to_numpy(dtype="float64"), w0, w1)
+    kind = np.asarray(ops["kind"].astype(str))
+    kernel, in_graph = kind == "kernel", ops["in_graph"].to_numpy(dtype=bool)
+    groups = [(kind == "graph") | (kernel & in_graph), kernel & ~in_graph, kind == "memcpy",
+              kind == "memset"]  # fmt: skip
+    mask, covered, parts = np.zeros(len(ops), dtype=bool), 0.0, []
+    for g in groups:
+        mask |= g & (end > start)
+        cov = union_coverage(start[mask], end[mask])
+        total = float(cov(np.array([w1]))[0] - cov(np.array([w0]))[0])
+        parts.append((total - covered) / 1e3)
+        covered = total
+    parts.append((w1 - w0 - covered) / 1e3)
+    return pd.Series(parts, index=list(composition.COMPOSITION), name=step)
+
+
+@pytest.mark.parametrize("name", EXPORTS)
+def test_a_steps_composition_and_operations_in_view_are_the_whole_captures(name, monkeypatch):
+    """Of the operations near the window alone (chunks of a few rows here: several chunks),
+    each step's composition and the operations overlapping windows are those of every
+    operation."""
+    monkeypatch.setattr(composition, "CHUNK_ROWS", 7)
+    for a in _analyses(name):
+        for step in a.metrics.frame.index[:3]:
+            got = composition.step_composition(a, int(step))
+            pd.testing.assert_series_equal(got, _composition_whole(a, int(step)), check_exact=True)
+        ops = a.steps.ops
+        for lo, hi in _windows(a):
+            whole = (ops["end_ns"].to_numpy() > lo) & (ops["start_ns"].to_numpy() < hi)
+            assert np.array_equal(composition._overlapping(ops, lo, hi), np.flatnonzero(whole))
