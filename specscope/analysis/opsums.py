@@ -221,7 +221,9 @@ def pair_totals(
     """Of :func:`.run.op_totals`, without a temporary per operation: per (``name``, ``kind``)
     code pair (``name * n_kind + kind``) of the operations of kept steps (``where``:
     :func:`.steps.kept_position`), their count (int64), the sum of their durations in µs as
-    pandas' grouped sum makes it (float64), and the first such operation (-1 none); or None."""
+    pandas' grouped sum makes it where the groups are interleaved (float64: its compensated
+    sum, in trace order), and the first such operation (-1 none); or None, also where each
+    group's rows follow one another (pandas 3.1 sums those with numpy's ``add.reduceat``)."""
     fn = _function("pair_totals")
     if fn is None or not (
         _ints(step, name)
@@ -238,7 +240,7 @@ def pair_totals(
         _p(name), name.dtype.itemsize, n_name, _p(kind), n_kind,
         _p(start), _p(end), _p(count), _p(total), _p(comp), _p(first),
     )  # fmt: skip
-    return None if got < 0 else (count, total, first)
+    return None if got != 0 else (count, total, first)
 
 
 def anchor_state(n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:

@@ -22,14 +22,19 @@ def graphs_cmd(trace: Path, fmt: str) -> None:
 
     Example: specscope graphs trace.sqlite --format json
     """
+    from specscope.analysis.opsread import prefetch
     from specscope.analysis.sqlread import prefer_light_reader
 
+    # a large export's GPU operations read while pandas is imported, with the graph operations'
+    # exec ids: the launches grouped from that read, not by SQL's GROUP BY over every node
+    prefetch(trace, execs=True)
     prefer_light_reader([trace])  # small exports: no pyarrow import (before pandas is imported)
     from specscope.analysis.graphs import thread_graphs
     from specscope.analysis.loader import CaptureMode, load
     from specscope.analysis.validate import validated
 
     t = load(trace)
+    t.graph_execs = True  # (read without the read ahead: the same)
     for note in validated(t):
         warn(note)
     threads = thread_graphs(t)

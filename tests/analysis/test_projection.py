@@ -4,6 +4,7 @@ export whose numbers are worked out in the comments, and on a real H200 export."
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 import testdata
 
@@ -112,3 +113,20 @@ def test_step_range_candidates_count_the_calls_a_chunk_at_a_time(name, monkeypat
     whole = projection.step_range_candidates(trace, pid)
     monkeypatch.setattr(loader, "CHUNK_ROWS", 7)  # (Trace.launches_in_chunks)
     assert projection.step_range_candidates(trace, pid) == whole and whole
+
+
+@pytest.mark.parametrize(
+    "name", ["eagle_node_before.sqlite", "graphs/run_graph_kpool_nvtx.sqlite",
+             "cpu_eagle_2023.sqlite", "real/two_procs.sqlite"],
+)  # fmt: skip
+def test_projection_a_few_operations_at_a_time_is_the_whole_one(name, monkeypatch) -> None:
+    """The launches are looked up and projected a chunk of operations at a time (chunks of 7
+    operations here, the ranges of every thread across many of them): the same per range as
+    the whole capture's operations in one chunk, to the bit."""
+    from specscope.analysis import loader
+
+    whole = range_instances(load(testdata.DATA / name))
+    monkeypatch.setattr(loader, "CHUNK_ROWS", 7)
+    chunked = range_instances(load(testdata.DATA / name))
+    assert whole["gpu_ops"].sum() > 0 or name.startswith("cpu")
+    pd.testing.assert_frame_equal(chunked, whole, check_exact=True)
