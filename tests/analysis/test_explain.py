@@ -253,3 +253,32 @@ def test_bundled_examples(tmp_path):
     assert r.exit_code == 0, r.output
     assert f"{COPY} 4 → 0" in r.output
     assert "cannot tell: node-mode capture" in r.output
+
+
+def test_cli_of_two_inputs_holds_one_exports_operations_at_a_time(monkeypatch):
+    """BEFORE AFTER: the first input's story is made and the input shed before the second is
+    read (its trace freed), and the output is the one of both analyses held."""
+    import gc
+    import weakref
+
+    from specscope.cli.options import SpecArgs
+
+    pair = [str(testdata.DATA / f"eagle_node_{side}.sqlite") for side in ("before", "after")]
+    args = ["explain", *pair, "--preset", "eagle", "--format", "json"]
+    want = CliRunner().invoke(cli, args)
+    traces, analyses = [], SpecArgs.analyses
+
+    def recorded(self, refs, shed=False):
+        gc.collect()
+        held = [t() is not None for t in traces]
+        out = analyses(self, refs, shed)
+        traces.extend(weakref.ref(a.trace) for a in out)
+        recorded.held.append(held)
+        return out
+
+    recorded.held = []
+    monkeypatch.setattr(SpecArgs, "analyses", recorded)
+    got = CliRunner().invoke(cli, args)
+    assert got.exit_code == 0, got.output
+    assert recorded.held == [[], [False]]  # (the first's trace gone when the second is read)
+    assert got.output == want.output
