@@ -209,7 +209,7 @@ class SpecArgs:
                 prefetch(ref, execs=not self.spec_given)
             a = resolve(ref, self.given_spec, self.options).analysis
             if shed and not a.detached:
-                rows = len(a.steps.ops)
+                rows = len(a.trace.ops)  # (the export's: every rank's)
                 a = a.shed()
                 give_back(rows)  # (the heap the whole one left: 85 MiB at 20 M operations)
             for text in a.notes:

@@ -122,7 +122,7 @@ def _resolve_shedding(sides_of, inputs, spec_args: SpecArgs, gap, highlight, lea
             for label in side:
                 if (k, label) not in made and not side[label].analysis.detached:
                     made[k, label] = _live_parts(side[label].analysis, *known, lead_us, span_us)
-                    rows = len(side[label].analysis.steps.ops)
+                    rows = len(side[label].analysis.trace.ops)  # (every rank's)
                     shed = side[label].analysis.shed()  # (no name left holding the whole one)
                     side[label] = dataclasses.replace(side[label], analysis=shed)
                     give_back(rows)
