@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 
 import click
 
@@ -248,10 +249,20 @@ def _compare_per_rank(groups, names, spec_args: SpecArgs, stats_kw: dict, fmt: s
     """``--per-rank``: each input's processes (one export per side), rank i against rank i."""
     from specscope.analysis.compare import compare_runs
     from specscope.analysis.inputs import pair_ranks, resolve_ranks
+    from specscope.analysis.memory import give_back
+    from specscope.analysis.opsread import prefetch
 
     if any(len(g) != 1 for g in groups) or len(groups) != 2:
         raise click.UsageError("--per-rank compares two inputs, BEFORE AFTER, one export each")
-    sides = [resolve_ranks(g[0], spec_args.given_spec, spec_args.options) for g in groups]
+    sides = []
+    for (ref,) in groups:  # every rank of one input shed before the next is read (as without
+        prefetch(ref, execs=not spec_args.spec_given)  # --per-rank), read ahead in a child
+        side = resolve_ranks(ref, spec_args.given_spec, spec_args.options)
+        rows = max([len(r.analysis.trace.ops) for r in side.values() if r.analysis.trace] or [0])
+        side = {label: r if r.analysis.detached else replace(r, analysis=r.analysis.shed())
+                for label, r in side.items()}  # fmt: skip
+        give_back(rows)  # (the heap the ranks' analyses left)
+        sides.append(side)
     every = [r for side in sides for r in side.values()]
     for r in every:
         tell_choices(r.ref, r.analysis)
