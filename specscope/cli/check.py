@@ -62,8 +62,9 @@ def check_cmd(runs: tuple[str, ...], thresholds_path: str, baseline_refs: tuple[
 
     _check_junit(junit_path, force, [*runs, *baseline_refs])
     rules = load_rules(thresholds_path)
-    measured = spec_args.analyses(runs)
-    baseline = spec_args.analyses(baseline_refs) if baseline_refs else None
+    # each run kept as comparing it needs (its metrics): one export's operations at a time
+    measured = spec_args.analyses(runs, shed=True)
+    baseline = spec_args.analyses(baseline_refs, shed=True) if baseline_refs else None
     warn_if_chosen_differently([*measured, *(baseline or [])], spec_args.spec_given)
     if baseline is not None:
         checks = comparability(baseline, measured)
