@@ -1,7 +1,8 @@
 """Time a ``specscope`` command of two or more source trees on one export, alternating.
 
     python bench/bench_trees.py EXPORT OLD_TREE NEW_TREE [MORE...] [--rounds 8]
-        [--command analyze|explain|report|compare] [--with EXPORT2 ...] [-- ARGS...]
+        [--command analyze|explain|report|compare|graphs|ranges|check] [--with EXPORT2 ...]
+        [-- ARGS...]
 
 Each round runs ``python -m specscope COMMAND EXPORT [EXPORT2...] ARGS`` once per tree (output
 to /dev/null, the tree first on ``PYTHONPATH``, bytecode cached as an installed package has
@@ -56,7 +57,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("trees", type=Path, nargs="+", metavar="TREE")
     p.add_argument("--rounds", type=int, default=8)
     p.add_argument(
-        "--command", choices=("analyze", "explain", "report", "compare"), default="analyze"
+        "--command",
+        choices=("analyze", "explain", "report", "compare", "graphs", "ranges", "check"),
+        default="analyze",
     )
     p.add_argument(
         "--with",
