@@ -250,13 +250,11 @@ def _compare_per_rank(groups, names, spec_args: SpecArgs, stats_kw: dict, fmt: s
     from specscope.analysis.compare import compare_runs
     from specscope.analysis.inputs import pair_ranks, resolve_ranks
     from specscope.analysis.memory import give_back
-    from specscope.analysis.opsread import prefetch
 
     if any(len(g) != 1 for g in groups) or len(groups) != 2:
         raise click.UsageError("--per-rank compares two inputs, BEFORE AFTER, one export each")
     sides = []
-    for (ref,) in groups:  # every rank of one input shed before the next is read (as without
-        prefetch(ref, execs=not spec_args.spec_given)  # --per-rank), read ahead in a child
+    for (ref,) in groups:  # every rank of one input shed before the next is read
         side = resolve_ranks(ref, spec_args.given_spec, spec_args.options)
         rows = max([len(r.analysis.trace.ops) for r in side.values() if r.analysis.trace] or [0])
         side = {label: r if r.analysis.detached else replace(r, analysis=r.analysis.shed())

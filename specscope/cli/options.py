@@ -196,17 +196,15 @@ class SpecArgs:
         caller warns when they differ, :func:`warn_if_chosen_differently`); for an
         export of several processes (or threads) with steps, which one was taken is said (one
         `warning:` line: pick another with --pid). ``shed``: each kept as
-        :meth:`Analysis.shed` leaves it, before the next is read, and each export read ahead
-        as the command's first is (:func:`.opsread.prefetch`: in a child process, whose read's
-        temporaries this one's peak does not hold; 20 M GPU operations: 60 MiB)."""
+        :meth:`Analysis.shed` leaves it, and the heap the whole one left given back, before the
+        next is read. (The next inputs are not read ahead in a child as the command's first is:
+        without imports to overlap, that cost 0.15-1.3 s for 0-25 MiB less once the heap was
+        given back.)"""
         from specscope.analysis.inputs import resolve
         from specscope.analysis.memory import give_back
-        from specscope.analysis.opsread import prefetch
 
         out = []
         for ref in refs:
-            if shed:  # (nothing else is held now but the shed analyses)
-                prefetch(ref, execs=not self.spec_given)
             a = resolve(ref, self.given_spec, self.options).analysis
             if shed and not a.detached:
                 rows = len(a.trace.ops)  # (the export's: every rank's)

@@ -96,8 +96,8 @@ def _resolve_shedding(sides_of, inputs, spec_args: SpecArgs, gap, highlight, lea
     it is not, or where it is no gap, the inputs stay whole and everything is made after them,
     as before. Returns the sides and ``{(gap, highlight): {(input, rank label): (view or error,
     story or error)}}``, for the gap they were made for. The heap of each shed analysis is
-    given back. (Unlike ``compare``, the inputs are not read ahead in a child: beside the
-    drawing helper's imports, that was 1 s slower for two exports of 20 M operations.)"""
+    given back. (The inputs are not read ahead in a child: beside the drawing helper's
+    imports, that was 1 s slower for two exports of 20 M operations.)"""
     from specscope.analysis.memory import give_back
     from specscope.analysis.spec import spec_from_dict
 

@@ -237,25 +237,3 @@ def test_a_path_read_ahead_is_not_read_again(small_prefetch) -> None:
     load(path).ops  # noqa: B018  (taken)
     for what in ("runtime", "nvtx"):
         opsread.take(path, what)
-
-
-def test_compare_reads_each_input_ahead(small_prefetch, monkeypatch) -> None:
-    """``compare`` sheds each input's analysis before the next and reads every input ahead,
-    not the first only: each one's operations come from its read ahead."""
-    from click.testing import CliRunner
-
-    from specscope.cli import cli
-
-    taken, take = [], opsread.take
-
-    def recorded(path, what):
-        got = take(path, what)
-        if what == "ops":
-            taken.append((path.name, got is not None))
-        return got
-
-    monkeypatch.setattr(opsread, "take", recorded)
-    inputs = [str(DATA / f"eagle_node_{side}.sqlite") for side in ("before", "after")]
-    result = CliRunner().invoke(cli, ["compare", *inputs, "--preset", "eagle", "--format", "json"])
-    assert result.exit_code == 0, result.output
-    assert taken == [("eagle_node_before.sqlite", True), ("eagle_node_after.sqlite", True)]
