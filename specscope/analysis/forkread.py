@@ -104,6 +104,15 @@ def wanted(path: Path) -> bool:
     return threading.active_count() == 1 and path.stat().st_size <= MAX_BYTES
 
 
+def _readable(fd: int, timeout_s: float) -> bool:
+    """Whether ``fd`` has bytes or its end to read within ``timeout_s``; by ``poll``, which
+    takes any descriptor (``select`` refuses those past 1023, which a process holding many
+    open files has: a test session's, a long-lived program using this as a library)."""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    return bool(poller.poll(timeout_s * 1000))
+
+
 class Child:
     """A forked process running ``work()`` (which returns nested lists, tuples and dicts of
     arrays, numbers, bools and None); :meth:`result` waits for it and gives the same result in
@@ -154,7 +163,7 @@ class Child:
     def _collect(self) -> Any | None:
         buffer, manifest = bytearray(), None
         while True:
-            if not select.select([self._pipe], [], [], STALL_S)[0]:
+            if not _readable(self._pipe, STALL_S):
                 os.kill(self.pid, signal.SIGKILL)  # stuck: the loader reads the tables itself
                 return None
             if not (chunk := os.read(self._pipe, 1 << 16)):

@@ -306,10 +306,11 @@ def prefetch(path: str | Path, execs: bool = False) -> None:
     are SQL (``SPECSCOPE_SQLITE_READER``) without the ADBC reader (the sqlite3 module's
     connections stay in their thread). Page scans need neither ADBC nor pyarrow; a read ahead
     that falls back to SQL without ADBC fails, and the loader reads that table itself. A path
-    whose reads were started and not all taken is not read again."""
+    whose operations are being read ahead and not taken yet (:func:`pending`) is not read
+    again; one whose operations were taken is read anew (what is left of its last read goes)."""
     path = Path(path)
     try:
-        if path.resolve() in _pending or path.stat().st_size < PREFETCH_MIN_BYTES:
+        if pending(path) or path.stat().st_size < PREFETCH_MIN_BYTES:
             return
         with path.open("rb") as f:
             if f.read(16) != SQLITE_MAGIC:

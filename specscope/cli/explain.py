@@ -55,8 +55,12 @@ def explain_cmd(inputs: tuple[str, ...], gap: str | None, labels: str | None,
 
     Example: specscope explain before.sqlite after.sqlite --gap 'draft_extend.replay->draft.replay' --skip 1
     """  # noqa: E501
+    from specscope.analysis.opsread import prefetch
     from specscope.analysis.sqlread import prefer_light_reader
 
+    # the first input's GPU operations read while pandas is imported, as `analyze` reads its
+    # export (exec ids where zero-config may look for launch cycles)
+    prefetch(inputs[0], execs=not spec_args.spec_given)
     prefer_light_reader(inputs)  # small exports: no pyarrow import (before pandas is imported)
     from specscope.analysis.explain import GapChange, explain_gap
 

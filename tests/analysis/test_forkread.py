@@ -66,6 +66,29 @@ def test_the_child_result_comes_back_whole() -> None:
     assert list(got["ops"][0][0][:4]) == [-1, -1, -1, 9]
 
 
+def test_a_process_holding_over_1024_open_files_gets_the_result() -> None:
+    """The child's pipe gets a descriptor past 1023 (``select`` refused those: every read
+    ahead of a long test session, or of a program holding many files, came back as None)."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if max(soft, hard if hard != resource.RLIM_INFINITY else 1 << 20) < 1200:
+        pytest.skip("fewer than 1200 open files allowed here")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 1200), hard))
+    held = []
+    try:
+        with open(os.devnull, "rb") as f:
+            while len(held) < 1100:
+                held.append(os.dup(f.fileno()))
+        child = forkread.Child(_result)
+        assert max(child._pipe, child._memfd) > 1023
+        _equal(child.result(), _result())
+    finally:
+        for fd in held:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
 def test_progress_reports_are_passed_on_and_a_large_manifest_arrives() -> None:
     def work():
         for i in range(3):

@@ -94,12 +94,14 @@ def test_a_failed_prefetch_leaves_the_error_to_the_loader(tmp_path, small_prefet
         ["analyze", str(DATA / "graphs" / "cycle_node_nonvtx.sqlite")],  # exec ids read ahead
         ["compare", str(DATA / "eagle_node_before.sqlite"), str(DATA / "eagle_node_after.sqlite")],
         ["compare", *[str(DATA / "graphs" / "cycle_node_nonvtx.sqlite")] * 2],
+        ["explain", str(DATA / "eagle_node_before.sqlite"), str(DATA / "eagle_node_after.sqlite")],
+        ["graphs", str(DATA / "graphs" / "cycle_node_nonvtx.sqlite")],
     ],
-    ids=["analyze", "analyze-zero-config", "compare", "compare-zero-config"],
+    ids=["analyze", "analyze-zero-config", "compare", "compare-zero-config", "explain", "graphs"],
 )
 def test_cli_output_is_the_same_with_the_read_ahead(args) -> None:
-    """``analyze`` and ``compare`` prefetch large exports only; forced on for small ones, the
-    JSON is byte for byte the one without it."""
+    """``analyze``, ``compare``, ``explain`` and ``graphs`` prefetch large exports only (their
+    first); forced on for small ones, the JSON is byte for byte the one without it."""
     code = (
         "import sys; from specscope.analysis import opsread, sqlread; "
         "opsread.PREFETCH_MIN_BYTES = int(sys.argv[1]); "
