@@ -533,7 +533,10 @@ class Trace:
 
     @cached_property
     def _columnar(self):
-        return columnar_connection(self.sqlite_file or self.path)
+        columnar = columnar_connection(self.sqlite_file or self.path)
+        if columnar is not None:  # (closed with the trace: the driver keeps its files open
+            weakref.finalize(self, columnar.close)  # until then, two per export)
+        return columnar
 
     def int_columns(self, sql: str, ncols: int) -> list[np.ndarray]:
         """The integer columns of ``sql`` as int64 arrays (see :mod:`.sqlread`)."""

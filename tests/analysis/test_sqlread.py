@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import gc
+import os
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
-from testdata import DATA
+from testdata import AFTER, DATA
 
 from specscope.analysis.loader import load
 
@@ -421,3 +423,26 @@ def test_uniform_small_array_widened_by_a_value_it_cannot_hold_keeps_every_row()
     fits = Uniform(10, small=np.int8)
     fits[0:10][0:10] = np.arange(10)
     assert fits.result().dtype == np.int8 and fits.result().tolist() == list(range(10))
+
+
+def test_the_adbc_connection_closes_with_its_trace(monkeypatch):
+    """A trace read through ADBC closes its connection when it is freed: the driver kept the
+    export open otherwise (two descriptors per export: a long-lived program, or a test session,
+    ran out of them)."""
+    pytest.importorskip("adbc_driver_sqlite")
+    monkeypatch.setenv("SPECSCOPE_SQLITE_READER", "adbc")
+
+    def open_on_export() -> int:
+        fds = os.listdir("/proc/self/fd")
+        return sum(os.path.realpath(f"/proc/self/fd/{fd}") == str(AFTER.resolve()) for fd in fds)
+
+    before = open_on_export()
+    for _ in range(3):
+        trace = load(AFTER)
+        assert trace._columnar is not None
+        trace.int_columns("SELECT start, end FROM CUPTI_ACTIVITY_KIND_KERNEL", 2)
+        assert open_on_export() > before  # (open while the trace lives)
+        trace.con.close()
+        del trace
+    gc.collect()
+    assert open_on_export() == before
