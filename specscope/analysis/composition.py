@@ -155,7 +155,7 @@ def _anchor_extents(a: Analysis) -> tuple[np.ndarray, np.ndarray]:
     return ext["first_ns"].to_numpy(), ext["last_ns"].to_numpy()
 
 
-def _overlapping(ops: pd.DataFrame, lo: float, hi: float) -> np.ndarray:
+def overlapping(ops: pd.DataFrame, lo: float, hi: float) -> np.ndarray:
     """The positions of the operations that end after ``lo`` and start before ``hi`` (ns; their
     times compared as float64, as with a float), in trace order, a chunk of operations at a
     time: a window's few, without a temporary of every operation's (a report's views of 20 M
@@ -171,7 +171,7 @@ def _overlapping(ops: pd.DataFrame, lo: float, hi: float) -> np.ndarray:
 def _op_frame(a: Analysis, lo: float, hi: float, t0: float, highlight: str | None):
     """The device's operations overlapping ``[lo, hi]`` (ns), in µs from ``t0``."""
     names = a.steps.anchors["name"].to_numpy(dtype=object)
-    ops = a.steps.ops.iloc[_overlapping(a.steps.ops, lo, hi)]
+    ops = a.steps.ops.iloc[overlapping(a.steps.ops, lo, hi)]
     o = with_anchors(a.steps, ops.sort_values(["start_ns", "stream_id"], kind="stable"))
     hl = name_matches(o, highlight) if highlight else np.zeros(len(o), dtype=bool)
     anchor_idx = o["anchor"].to_numpy()
@@ -397,7 +397,7 @@ def step_composition(a: Analysis, step: int) -> pd.Series:
     """Step ``step``'s window split into :data:`COMPOSITION` (µs; module doc); sums to window."""
     w0, w1 = step_window(a.metrics, step)
     ops = a.steps.ops
-    rows = _overlapping(ops, w0, w1)  # (clipped to the window, the others are empty)
+    rows = overlapping(ops, w0, w1)  # (clipped to the window, the others are empty)
     start = np.clip(ops["start_ns"].to_numpy()[rows].astype("float64"), w0, w1)
     end = np.clip(ops["end_ns"].to_numpy()[rows].astype("float64"), w0, w1)
     kind = ops["kind"].array[rows]  # (a categorical's codes compared: no text of each kind)

@@ -36,7 +36,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 import pandas as pd
 
-from specscope.analysis.composition import parse_gap
+from specscope.analysis.composition import overlapping, parse_gap
 from specscope.analysis.gaps import anchor_extents
 from specscope.analysis.run import Analysis
 from specscope.analysis.summary import median_step
@@ -208,8 +208,8 @@ def gpu_work(ops: pd.DataFrame, start: float, end: float) -> list[Item]:
     if math.isnan(start) or math.isnan(end) or end <= start:
         return []
     s, e = ops["start_ns"].to_numpy(), ops["end_ns"].to_numpy()
-    sel = (e > start) & (s < end)
-    o = ops[sel]
+    sel = overlapping(ops, start, end)  # (a chunk at a time: no mask of every operation)
+    o = ops.iloc[sel]
     labels = [
         op_label(k, n, c)
         for k, n, c in zip(

@@ -89,10 +89,11 @@ def _range_reduce(ufunc: np.ufunc, values: np.ndarray, lo: np.ndarray, hi: np.nd
 
 def _projections(
     trace: Trace, ranges: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]]
-) -> dict[tuple[int, int], tuple[np.ndarray, np.ndarray, np.ndarray]]:
+) -> tuple[dict[tuple[int, int], tuple[np.ndarray, np.ndarray, np.ndarray]], set[int]]:
     """Per thread (pid, tid) of ``ranges`` (its ranges' starts and ends): operations, summed
     device ns and projected span ns of each range (module doc), of the operations of process
-    pid whose launch call thread tid made. The launches are looked up a chunk of operations at
+    pid whose launch call thread tid made; and which of those pids have an operation with a
+    recorded launch call (by any thread). The launches are looked up a chunk of operations at
     a time (:meth:`.Trace.launches_in_chunks`), each chunk's projected alone and added: no
     frame of every operation with its launch (20 M GPU operations: 3.2 GiB)."""
     acc = {
@@ -103,18 +104,23 @@ def _projections(
     ops = trace.ops
     pids, corrs = ops["pid"].to_numpy(), ops["correlation_id"].to_numpy()
     start, end = ops["start_ns"].to_numpy(), ops["end_ns"].to_numpy()
+    launched: set[int] = set()
     for lo, launch, call_tid in trace.launches_in_chunks(pids, corrs):
         rows = slice(lo, lo + len(launch))
         pid = pids[rows]
+        for p in {p for p, _ in ranges} - launched:
+            if ((call_tid >= 0) & (pid == p)).any():
+                launched.add(p)
         for (p, t), (r_start, r_end) in ranges.items():
             mine = np.flatnonzero((call_tid == t) & (pid == p))
             if len(mine):
                 mine = mine[np.argsort(launch[mine], kind="stable")]
                 g_start, g_end = start[rows][mine], end[rows][mine]
                 _chunk_projection(r_start, r_end, launch[mine], g_start, g_end, acc[p, t])
-    return {
+    projected = {
         k: (n, busy, np.where(n > 0, last - first, 0)) for k, (n, busy, first, last) in acc.items()
     }
+    return projected, launched
 
 
 def range_instances(trace: Trace) -> pd.DataFrame:
@@ -131,7 +137,7 @@ def range_instances(trace: Trace) -> pd.DataFrame:
         return out
     threads = out.groupby(["pid", "tid"], sort=False).indices
     r_start, r_end = out["start_ns"].to_numpy(), out["end_ns"].to_numpy()
-    projected = _projections(trace, {k: (r_start[i], r_end[i]) for k, i in threads.items()})
+    projected, _ = _projections(trace, {k: (r_start[i], r_end[i]) for k, i in threads.items()})
     for key, idx in threads.items():
         out.iloc[idx, out.columns.get_loc("depth")] = range_depths(r_start[idx], r_end[idx])
         n, busy, span = projected[key]
@@ -205,17 +211,7 @@ def _calls_within(
     trace: Trace, pid: int, ranges: dict[int, tuple[np.ndarray, np.ndarray]]
 ) -> dict[int, np.ndarray] | None:
     """Per thread of ``ranges`` (its ranges' starts and ends), how many operations of process
-    ``pid`` its calls launched inside each range (start <= call start <= end); None where no
-    operation of ``pid`` has a recorded launch call. The calls are looked up a chunk of
-    operations at a time (operations carry no launch times), each chunk's counted alone."""
-    ops = trace.ops
-    pids, corrs = ops["pid"].to_numpy(), ops["correlation_id"].to_numpy()
-    counts = {tid: np.zeros(len(start), dtype=np.int64) for tid, (start, _) in ranges.items()}
-    called = False
-    for lo, calls, call_tid in trace.launches_in_chunks(pids, corrs):
-        call_tid[pids[lo : lo + len(calls)] != pid] = -1  # (another process' operations)
-        called |= bool((call_tid >= 0).any())
-        for tid, (start, end) in ranges.items():
-            mine = np.sort(calls[call_tid == tid])
-            counts[tid] += np.searchsorted(mine, end, "right") - np.searchsorted(mine, start)
-    return counts if called else None
+    ``pid`` its calls launched inside each range (start <= call start <= end; the operations
+    of :func:`_projections`); None where no operation of ``pid`` has a recorded launch call."""
+    projected, launched = _projections(trace, {(pid, tid): r for tid, r in ranges.items()})
+    return {tid: projected[pid, tid][0] for tid in ranges} if pid in launched else None

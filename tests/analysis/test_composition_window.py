@@ -169,4 +169,4 @@ def test_a_steps_composition_and_operations_in_view_are_the_whole_captures(name,
         ops = a.steps.ops
         for lo, hi in _windows(a):
             whole = (ops["end_ns"].to_numpy() > lo) & (ops["start_ns"].to_numpy() < hi)
-            assert np.array_equal(composition._overlapping(ops, lo, hi), np.flatnonzero(whole))
+            assert np.array_equal(composition.overlapping(ops, lo, hi), np.flatnonzero(whole))
