@@ -173,6 +173,10 @@ def _duplicates(trace) -> int:
     _, _, gtid, corr, _ = trace._runtime
     if increasing(corr):
         return 0  # the ids in order, each once (one process' calls, as nsys writes them)
+    stretches = trace._process_stretches()  # (where each process' calls are together)
+    if stretches is not None and all(increasing(corr[s]) for s in stretches.values()):
+        return 0  # each process' ids in order, each once (a chunk at a time: the keys below
+        # of 8 ranks' 4 M calls took 100 MiB)
     has = corr > 0
     keys = ((gtid[has] >> 24) & 0xFFFFFF) << 38 | corr[has]
     if len(keys) < 2 or bool(np.greater(keys[1:], keys[:-1]).all()):

@@ -116,17 +116,32 @@ def test_interleaved_processes_share_no_ids_unless_one_repeats():
     duplicates (looked at process by process); an id twice in one process is counted."""
     from types import SimpleNamespace
 
+    from specscope.analysis.callrows import process_stretches
     from specscope.analysis.validate import _duplicates
 
     pids = np.array([5, 6, 5, 6, 5, 7, 6, 7], dtype=np.int64)
     corr = np.array([1, 1, 2, 2, 3, 1, 3, 9], dtype=np.int64)
 
-    def trace(c):
-        gtid = (pids << 24) | 11
+    def trace(c, p=pids):
+        gtid = (p << 24) | 11
         runtime = [np.zeros(len(c)), np.zeros(len(c)), gtid, c, np.zeros(len(c))]
-        return SimpleNamespace(has=lambda table: True, _runtime=runtime)
+        return SimpleNamespace(
+            has=lambda table: True,
+            _runtime=runtime,
+            _process_stretches=lambda: process_stretches(gtid),
+        )
 
     assert _duplicates(trace(corr)) == 0
+    # each process' calls together (as the loader groups a TP server's ranks): looked at a
+    # stretch at a time, the same counts
+    order = np.argsort(pids, kind="stable")
+    assert _duplicates(trace(corr[order], pids[order])) == 0
+    grouped = corr[order].copy()
+    grouped[1] = 1  # pid 5: 1, 1, 3
+    assert _duplicates(trace(grouped, pids[order])) == 2
+    grouped = corr[order].copy()
+    grouped[[0, 1]] = [2, 1]  # pid 5 out of order, no id twice
+    assert _duplicates(trace(grouped, pids[order])) == 0
     repeated = corr.copy()
     repeated[4] = 2  # pid 5: 1, 2, 2
     assert _duplicates(trace(repeated)) == 2
