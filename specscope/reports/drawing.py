@@ -48,6 +48,27 @@ class FigureJob:
 def draw_figures(job: FigureJob, *, warm: bool = False) -> None:
     """Draw :data:`PNGS`, two of them in a forked child where that is possible
     (:func:`parallel.run_split`; ``warm``: drawn by a helper after :func:`warm_up`)."""
+    parallel.run_split(*_halves(job), warm=warm)
+
+
+def draw_all(jobs: Sequence[FigureJob]) -> None:
+    """:func:`draw_figures` of each of ``jobs`` (a per-rank report's ranks) with one split for
+    all of them, after :func:`warm_up` here: one child, forked with what it draws with
+    imported, where a child per job was forked only on a machine with a CPU idle, and each
+    paid its own start."""
+    warm_up()
+    here: list[parallel.Job] = []
+    there: list[parallel.Job] = []
+    for job in jobs:
+        mine, theirs = _halves(job)
+        here += mine
+        there += theirs
+    parallel.run_split(here, there, warm=True)
+
+
+def _halves(job: FigureJob) -> tuple[list[parallel.Job], list[parallel.Job]]:
+    """The four figures of ``job`` as two lists of jobs, about equal halves of the drawing time
+    (timeline ~40 %, composition ~10 %)."""
     from specscope.reports import figures, timeline
 
     views, labels, s = job.views, job.labels, job.stamp
@@ -75,8 +96,7 @@ def draw_figures(job: FigureJob, *, warm: bool = False) -> None:
     def steps_png() -> None:
         figures.steps_figure(job.frames, labels, job.paths["steps.png"], stamp_=s, anchors=order)
 
-    # about equal halves of the drawing time (timeline ~40 %, composition ~10 %)
-    parallel.run_split([timeline_png, composition_png], [distributions_png, steps_png], warm=warm)
+    return [timeline_png, composition_png], [distributions_png, steps_png]
 
 
 def warm_up() -> None:

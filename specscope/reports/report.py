@@ -252,17 +252,18 @@ def write_report(
     now: dt.datetime | None = None,
     explanations: Sequence[str] = (),
     helper: Helper | None = None,
+    draw: bool = True,
 ) -> dict[str, Path]:
     """Write :data:`FILES` into ``out_dir`` (an existing, empty folder); return their paths.
     ``explanations``: texts of :mod:`specscope.analysis.explain`, shown as they are;
     ``helper``: of :func:`specscope.reports.drawing.drawing_helper`, which draws the figures
-    meanwhile if it can (else they are drawn here)."""
+    meanwhile if it can (else they are drawn here); ``draw`` False: the figures are left to the
+    caller (:func:`figure_job`, :func:`specscope.reports.drawing.draw_all`)."""
     now = now or dt.datetime.now(dt.timezone.utc)
     paths = {name: out_dir / name for name in FILES}
-    stamp_ = figure_stamp(inputs, labels)
-    frames = [i.analysis.frame for i in inputs]
-    job = FigureJob({n: paths[n] for n in PNGS}, frames, labels, views, highlight, stamp_)
-    drawn = helper is not None and helper.submit(functools.partial(draw_figures, job, warm=True))
+    job = figure_job(out_dir, inputs, labels, views, highlight) if draw else None
+    drawn = job is not None and helper is not None
+    drawn = drawn and helper.submit(functools.partial(draw_figures, job, warm=True))
     try:
         paths["summary.md"].write_text(
             summary_markdown(comparisons, inputs, labels, views, explanations)
@@ -272,9 +273,22 @@ def write_report(
         paths["report.html"].write_text(html.render_html(context))
     finally:
         drawn = drawn and helper.wait()  # the figures are in place (or not) before leaving
-    if not drawn:
+    if job is not None and not drawn:
         draw_figures(job)
     return paths
+
+
+def figure_job(
+    out_dir: Path,
+    inputs: Sequence[ResolvedInput],
+    labels: Sequence[str],
+    views: Sequence[MedianStep | None],
+    highlight: str | None,
+) -> FigureJob:
+    """What the figures of the report in ``out_dir`` are drawn from (:data:`PNGS` there)."""
+    frames = [i.analysis.frame for i in inputs]
+    stamp_ = figure_stamp(inputs, labels)
+    return FigureJob({n: out_dir / n for n in PNGS}, frames, labels, views, highlight, stamp_)
 
 
 def _stamp(now: dt.datetime) -> dict[str, str]:

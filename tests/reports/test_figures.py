@@ -1,11 +1,15 @@
 """The steps figure: each step a dot, joined by a line only while the steps are few enough to
-be told apart (``figures.LINE_MAX_STEPS``); every step is drawn either way."""
+be told apart (``figures.LINE_MAX_STEPS``); every step is drawn either way. A per-rank report's
+figures drawn in one split."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+import testdata
 
 from specscope.reports import figures
 
@@ -37,3 +41,30 @@ def test_steps_are_dots_joined_by_a_line_only_while_few(monkeypatch, tmp_path, s
         assert line.get_marker() == "o"
         assert line.get_linewidth() == width
         assert list(line.get_xdata()) == list(range(3, steps + 3))
+
+
+def test_a_per_rank_report_draws_every_ranks_figures_with_one_split(tmp_path, monkeypatch):
+    """``report --per-rank``: the four figures of every rank, drawn in one split (one child,
+    forked warm), and each rank's files are there."""
+    from click.testing import CliRunner
+
+    from specscope.cli import cli
+    from specscope.reports import parallel
+
+    splits = []
+    run_split = parallel.run_split
+
+    def recorded(here, there, **kw):
+        splits.append((len(here), len(there), kw.get("warm")))
+        run_split(here, there, **kw)
+
+    monkeypatch.setattr(parallel, "run_split", recorded)
+    path = str(testdata.DATA / "graphs" / "two_proc_graph.sqlite")
+    args = ["report", path, path, "--min-steps", "5", "--out", str(tmp_path)]
+    r = CliRunner().invoke(cli, [*args, "--per-rank"])
+    assert r.exit_code == 0, r.output
+    assert splits == [(4, 4, True)]  # two ranks' halves, in one split
+    top = Path(r.output.strip().splitlines()[-1]).parent
+    for rank in ("rank0", "rank1"):
+        for png in ("timeline.png", "distributions.png", "steps.png", "composition.png"):
+            assert (top / rank / png).stat().st_size > 0
