@@ -210,9 +210,11 @@ def steps_figure(
             ax.set_ylabel(_unit(metric))
             ax.grid(color="#e5e5e5")
         fig.suptitle(title, fontsize=16)
-        handles = [
-            Line2D([], [], color=_colour(i), marker="o", label=lab) for i, lab in enumerate(labels)
-        ]
+        handles = [  # (an input's dots joined, the style's line, where its panels join them)
+            Line2D([], [], color=_colour(i), marker="o", label=lab,
+                   **({} if len(f) <= LINE_MAX_STEPS else {"lw": 0}))
+            for i, (f, lab) in enumerate(zip(frames, labels, strict=True))
+        ]  # fmt: skip
         handles.append(Line2D([], [], color="gray", ls=":", label="median"))
         _legend(fig, handles, height, min(len(handles), 7))
         stamp(fig, stamp_, height)

@@ -68,3 +68,15 @@ def test_a_per_rank_report_draws_every_ranks_figures_with_one_split(tmp_path, mo
     for rank in ("rank0", "rank1"):
         for png in ("timeline.png", "distributions.png", "steps.png", "composition.png"):
             assert (top / rank / png).stat().st_size > 0
+
+
+@pytest.mark.parametrize("steps, joined", [(50, True), (figures.LINE_MAX_STEPS + 1, False)])
+def test_the_legend_draws_each_input_as_its_panels_do(monkeypatch, tmp_path, steps, joined):
+    drawn = []
+    monkeypatch.setattr(figures, "save_png", lambda fig, path: drawn.append(fig))
+    frame = pd.DataFrame({"idle_us": np.linspace(1.0, 2.0, steps)})
+    figures.steps_figure([frame], ["only"], tmp_path / "steps.png")
+    (fig,) = drawn
+    (handle,) = [h for h in fig.legends[0].legend_handles if h.get_label() == "only"]
+    assert handle.get_marker() == "o"
+    assert (handle.get_linewidth() > 0) == joined
