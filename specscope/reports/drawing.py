@@ -63,7 +63,7 @@ def draw_all(jobs: Sequence[FigureJob]) -> None:
         mine, theirs = _halves(job)
         here += mine
         there += theirs
-    parallel.run_split(here, there, warm=True)
+    parallel.run_split(here, there, warm=True, long=len(jobs) > 1)
 
 
 def _halves(job: FigureJob) -> tuple[list[parallel.Job], list[parallel.Job]]:

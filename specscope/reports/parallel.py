@@ -23,7 +23,10 @@ The rules, each for a reason:
   this process too (about 1 while reports run back to back): measured at a load of 1.0 on
   2 CPUs, a report of two small exports took 1.65-1.95 s (median 1.86 s) split, against
   2.04-2.27 s (median 2.2 s) not, for 0.25 s more CPU (the child's copy-on-write faults and
-  its own first draw).
+  its own first draw). **Long warm jobs need none** (``long``: every rank's figures of a
+  per-rank report, 11 s of drawing for 8 ranks): on any load with two CPUs or more, as the
+  prestarted helper; two 8-rank 20 M exports' report took 25.0 / 27.6 s against 30.7 / 30.9 s
+  with a child per rank, forked only where a CPU was idle (load 1.3-1.4).
 - **The child writes files only** and leaves with ``os._exit``: 0 when every job returned, 1
   otherwise, silently; no buffered output of the parent is flushed twice, no ``atexit`` runs.
 - **The parent redoes what the child did not**: when the child exits non-zero or is still
@@ -83,12 +86,20 @@ def frozen_gc() -> Iterator[None]:
 
 
 def run_split(
-    here: Sequence[Job], there: Sequence[Job], *, timeout_s: float = 300.0, warm: bool = False
+    here: Sequence[Job],
+    there: Sequence[Job],
+    *,
+    timeout_s: float = 300.0,
+    warm: bool = False,
+    long: bool = False,
 ) -> None:
     """Run ``here`` in this process while a forked child runs ``there`` (module doc); returns
     when both are done. Exceptions of ``here``, and of ``there`` when rerun here, propagate.
-    ``warm``: the jobs need nothing more imported (the child forks with half a CPU to spare)."""
-    useful = idle_cpu() or (warm and spare_cpus(WARM_SPARE))
+    ``warm``: the jobs need nothing more imported (the child forks with half a CPU to spare);
+    ``long``: besides, they take seconds (the figures of every rank of a per-rank report):
+    the child forks whatever the load, as the prestarted helper does (two processes get more
+    of a shared machine than one; the fork is a small part of the work)."""
+    useful = idle_cpu() or (warm and (spare_cpus(WARM_SPARE) or long and usable_cpus() >= 2))
     with frozen_gc():
         if not (can_fork() and useful):
             _run(here)

@@ -126,3 +126,19 @@ def test_a_warm_child_needs_half_a_cpu(tmp_path, monkeypatch, load, warm, forked
     there = tmp_path / "there"
     parallel.run_split([], [writer(there, "b")], warm=warm)
     assert (int(there.read_text().split()[1]) != os.getpid()) is forked
+
+
+@needs_fork
+@pytest.mark.parametrize(
+    "cpus, load, long, forked",
+    [(2, 3.5, True, True), (2, 3.5, False, False), (1, 0.0, True, False)],
+)
+def test_long_warm_jobs_fork_whatever_the_load(tmp_path, monkeypatch, cpus, load, long, forked):
+    """A per-rank report's figures (seconds of drawing): a child on any load, not on one CPU."""
+    monkeypatch.undo()
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: set(range(cpus)), raising=False)
+    monkeypatch.setattr(os, "getloadavg", lambda: (load, load, load))
+    monkeypatch.setattr(parallel, "can_fork", lambda: True)
+    there = tmp_path / "there"
+    parallel.run_split([], [writer(there, "b")], warm=True, long=long)
+    assert (int(there.read_text().split()[1]) != os.getpid()) is forked
