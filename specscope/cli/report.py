@@ -231,13 +231,7 @@ def report_cmd(ctx: click.Context, inputs: tuple[str, ...], labels: str | None, 
         from specscope.analysis.inputs import pair_ranks, resolve, resolve_ranks
         from specscope.analysis.spec import check_regexes
         from specscope.analysis.targets import check_output_dir
-        from specscope.reports.drawing import draw_all
-        from specscope.reports.report import (
-            figure_job,
-            report_folder,
-            write_rank_index,
-            write_report,
-        )
+        from specscope.reports.report import report_folder, write_rank_reports, write_report
 
         check_regexes({"--highlight": highlight})
         check_output_dir(out, "--out", inputs)
@@ -269,17 +263,7 @@ def report_cmd(ctx: click.Context, inputs: tuple[str, ...], labels: str | None, 
         mine = _early_of(made, [label for label, _ in group])
         ranks.append(_prepare(inputs, resolved, rank_names, given, settings, names, mine))
     with report_folder(out) as out_dir:
-        jobs = []
-        for i, one in enumerate(ranks):
-            rank_dir = out_dir / f"rank{i}"
-            rank_dir.mkdir()
-            write_report(rank_dir, **one, draw=False)
-            keys = ("inputs", "labels", "views", "highlight")
-            jobs.append(figure_job(rank_dir, *(one[k] for k in keys)))
-        draw_all(jobs)  # (every rank's figures with one split: one child, not one per rank)
-        write_rank_index(
-            out_dir, [(f"rank{i}", r["labels"], r["comparisons"]) for i, r in enumerate(ranks)]
-        )
+        write_rank_reports(out_dir, ranks)
     click.echo(str(out_dir / "index.html"))
 
 

@@ -20,7 +20,7 @@ from specscope.analysis.compare import Comparison, Level
 from specscope.analysis.composition import MedianStep
 from specscope.analysis.inputs import ResolvedInput
 from specscope.reports import html, markdown
-from specscope.reports.drawing import PNGS, FigureJob, draw_figures
+from specscope.reports.drawing import PNGS, FigureJob, draw_all, draw_figures
 from specscope.reports.prestart import Helper
 from specscope.reports.style import Stamp, pretty_gap
 
@@ -295,6 +295,24 @@ def _stamp(now: dt.datetime) -> dict[str, str]:
     """When and by which specscope a page was generated (both templates' ``generated`` and
     ``version``)."""
     return {"generated": now.strftime("%Y-%m-%d %H:%M:%S UTC"), "version": html.package_version()}
+
+
+def write_rank_reports(out_dir: Path, ranks: Sequence[dict]) -> None:
+    """A per-rank report in ``out_dir`` (an existing, empty folder): rank ``i``'s in ``rank{i}``
+    (``ranks``: the keyword arguments of :func:`write_report` for each, but the folder) and
+    the index over them (:func:`write_rank_index`); every rank's figures drawn with one split
+    (:func:`specscope.reports.drawing.draw_all`: one child, not one per rank)."""
+    jobs = []
+    for i, one in enumerate(ranks):
+        rank_dir = out_dir / f"rank{i}"
+        rank_dir.mkdir()
+        write_report(rank_dir, **one, draw=False)
+        keys = ("inputs", "labels", "views", "highlight")
+        jobs.append(figure_job(rank_dir, *(one.get(k) for k in keys)))
+    draw_all(jobs)
+    write_rank_index(
+        out_dir, [(f"rank{i}", r["labels"], r["comparisons"]) for i, r in enumerate(ranks)]
+    )
 
 
 def write_rank_index(
