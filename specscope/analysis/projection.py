@@ -107,12 +107,10 @@ def _projections(
     launched: set[int] = set()
     for lo, launch, call_tid in trace.launches_in_chunks(pids, corrs):
         rows = slice(lo, lo + len(launch))
-        pid = pids[rows]
-        for p in {p for p, _ in ranges} - launched:
-            if ((call_tid >= 0) & (pid == p)).any():
-                launched.add(p)
+        of_pid = {p: pids[rows] == p for p, _ in ranges}  # (once per process, not per thread)
+        launched.update(p for p, own in of_pid.items() if (own & (call_tid >= 0)).any())
         for (p, t), (r_start, r_end) in ranges.items():
-            mine = np.flatnonzero((call_tid == t) & (pid == p))
+            mine = np.flatnonzero((call_tid == t) & of_pid[p])
             if len(mine):
                 mine = mine[np.argsort(launch[mine], kind="stable")]
                 g_start, g_end = start[rows][mine], end[rows][mine]
