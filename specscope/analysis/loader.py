@@ -206,6 +206,20 @@ class Trace:
         return self.meta.get("EXPORT_SCHEMA_VERSION", "unknown")
 
     @cached_property
+    def capture_end(self) -> int | None:
+        """When the capture stopped (ns on the session's clock: ``ANALYSIS_DETAILS.duration``,
+        the longest where there are several), or None where the export does not say (no
+        such table, a damaged one, a value no capture has)."""
+        if not self.has("ANALYSIS_DETAILS"):
+            return None
+        try:
+            rows = self.query("SELECT max(duration) FROM ANALYSIS_DETAILS")
+        except Exception:  # (a damaged table: as if there were none)
+            return None
+        duration = rows[0][0] if rows else None
+        return duration if isinstance(duration, int) and 0 < duration < 1 << 62 else None
+
+    @cached_property
     def time_shift(self) -> int:
         """What ``nsys export --ts-normalize``/``--ts-shift`` added to every time (ns; 0 for
         a plain export), taken off every time read (:meth:`session_times`)."""
@@ -398,6 +412,8 @@ class Trace:
             for i in at
         }
         closed = ~is_domain & (is_open == 0)
+        if (stop := self.capture_end) is not None:  # (closed by nsys, not by the program)
+            closed &= end != stop + self.time_shift
         unclosed = int(len(closed) - len(at) - closed.sum())  # (ranges, not domains)
         del is_open, is_domain, at
         keep = np.flatnonzero(closed)
@@ -438,7 +454,11 @@ class Trace:
 
     @property
     def unclosed_ranges(self) -> int:
-        """Ranges whose end was never recorded (ignored by every analysis)."""
+        """Ranges the program never closed inside the capture (ignored by every analysis):
+        their end was never recorded (NULL: nsys 2023.4), or nsys closed them itself when the
+        capture stopped (an end at :attr:`capture_end` to the nanosecond: nsys 2025.3, where
+        the range of a step cut off by ``cudaProfilerStop`` would otherwise be a short step
+        with the stop's own wait in it)."""
         return self._nvtx_all[1]
 
     # ---------------------------------------------------------------- CUDA API

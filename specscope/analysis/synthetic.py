@@ -65,6 +65,10 @@ _DDL = {
         " globalPid INTEGER, graphId INTEGER NOT NULL, graphExecId INTEGER NOT NULL"
     ),
     "TARGET_INFO_GPU": "vmId INTEGER NOT NULL, id INTEGER NOT NULL, name TEXT, busLocation TEXT",
+    "ANALYSIS_DETAILS": (
+        "globalVid INTEGER NOT NULL, duration INTEGER NOT NULL, startTime INTEGER NOT NULL,"
+        " stopTime INTEGER NOT NULL"
+    ),
     "ENUM_CUDA_MEMCPY_OPER": "id INTEGER PRIMARY KEY, name TEXT NOT NULL, label TEXT NOT NULL",
 }
 # ENUM_CUDA_MEMCPY_OPER of nsys 2021.2 and later (what `nsys stats` names memcpys by); exports
@@ -167,6 +171,11 @@ class SyntheticExport:
         text, text_id = (name, None) if text_style == "text" else (None, self.string(name))
         g = global_tid(pid, tid)
         self.rows["NVTX_EVENTS"].append((start, end, etype, None, text, g, g, text_id, did))
+
+    def capture(self, duration: int, *, start_time: int = 1_700_000_000_000_000_000) -> None:
+        """The session's ``ANALYSIS_DETAILS`` row: the capture lasted ``duration`` ns (its end,
+        on the session's clock); ``start_time``: its wall-clock start (ns since the epoch)."""
+        self.rows["ANALYSIS_DETAILS"].append((0, duration, start_time, start_time + duration))
 
     @contextlib.contextmanager
     def nvtx(self, name: str, start: int, end: int, **kw) -> Iterator[None]:

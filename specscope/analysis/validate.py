@@ -43,14 +43,9 @@ _FAR_NS = 1 << 62
 
 def capture_bounds(trace) -> tuple[int, int]:
     """``(lowest, highest)`` plausible time of the export (module doc)."""
-    if trace.has("ANALYSIS_DETAILS"):
-        try:
-            rows = trace.query("SELECT max(duration) FROM ANALYSIS_DETAILS")
-        except Exception:  # a damaged table: fall back to the wide bounds
-            rows = []
-        duration = rows[0][0] if rows else None
-        if isinstance(duration, int) and 0 < duration < _FAR_NS:
-            return -CAPTURE_SLACK_NS, duration + CAPTURE_SLACK_NS
+    duration = trace.capture_end  # (None: no table, a damaged one: the wide bounds)
+    if duration is not None:
+        return -CAPTURE_SLACK_NS, duration + CAPTURE_SLACK_NS
     return -_FAR_NS, _FAR_NS
 
 

@@ -18,6 +18,7 @@ from metric_values import PLAIN, assert_values, col
 from testdata import DATA
 
 from specscope.analysis.callrows import op_launches
+from specscope.analysis.loader import load
 from specscope.analysis.synthetic import SyntheticExport
 
 nan = math.nan
@@ -53,6 +54,40 @@ def test_unclosed_ranges_are_ignored_and_counted(analyze_x):
     assert a.trace.unclosed_ranges == 2
     assert "2 NVTX range(s) never closed were ignored" in a.metrics.notes
     pd.testing.assert_frame_equal(a.metrics.frame, analyze_x(build_eagle(3)).metrics.frame)
+
+
+def test_ranges_nsys_closed_at_the_capture_end_are_unclosed(analyze_x):
+    """nsys 2025.3 closes a range still open when the capture stops at the capture's end
+    (``ANALYSIS_DETAILS.duration``, to the nanosecond) where nsys 2023.4 leaves its end NULL:
+    the same range, never closed by the program, so the same analysis. A range the program
+    closed a nanosecond before the end is a range as any other."""
+    base = build_eagle(3)
+    end = 60_000
+    base.capture(end)
+    x = build_eagle(3)
+    x.capture(end)
+    x.range("step", 50_000, end, domain="specscope")
+    a = analyze_x(x)
+    assert a.trace.capture_end == end and a.trace.unclosed_ranges == 1
+    assert "1 NVTX range(s) never closed were ignored" in a.metrics.notes
+    pd.testing.assert_frame_equal(a.metrics.frame, analyze_x(base).metrics.frame)
+    y = build_eagle(3)
+    y.capture(end)
+    y.range("step", 50_000, end - 1, domain="specscope")
+    b = analyze_x(y)
+    assert b.trace.unclosed_ranges == 0
+    assert len(b.trace.nvtx) == len(a.trace.nvtx) + 1
+    assert b.trace.nvtx["end_ns"].max() == end - 1
+
+
+def test_the_capture_end_is_read_where_the_export_gives_one(write_export):
+    x = SyntheticExport()
+    assert load(write_export(x)).capture_end is None  # (no ANALYSIS_DETAILS)
+    x.capture(123_456)
+    assert load(write_export(x)).capture_end == 123_456
+    y = SyntheticExport()
+    y.capture(0)  # (no capture lasts 0 ns: not a capture end)
+    assert load(write_export(y)).capture_end is None
 
 
 # ---------------------------------------------------------------- absent tables

@@ -237,3 +237,59 @@ def test_graphs_replayed_from_a_worker_thread_without_options() -> None:
     assert f["eager_memcpy_htod"].tolist() == [0] + [1] * 39
     assert f["eager_memcpy_dtoh"].tolist() == [0] + [1] * 39
     assert (f["busy_us"] <= f["window_us"]).all()
+
+
+def _only(name: str):
+    """The one process zero-config analyses in ``tests/data/real/NAME.sqlite``."""
+    from specscope.analysis.auto import analyze_processes
+
+    (p,) = analyze_processes(DATA / f"real/{name}.sqlite").processes
+    return p
+
+
+def test_a_capture_that_stops_inside_a_step_without_options() -> None:
+    """``scripts/real/partial_capture.py``: the capture starts inside step 2 and stops inside
+    the last step. nsys 2025.3 closes the last ``step`` range itself, at the capture's end: it
+    is no step (it would hold half a step's work and the stop's own wait)."""
+    p = _only("partial_capture")
+    a = p.analysis
+    assert a.trace.unclosed_ranges == 1
+    assert "NVTX ranges 'step' (36 ranges" in p.choice and a.n_steps == 36
+    f = a.frame
+    assert (f["eager_kernels"] == 16).all() and (f["eager_memcpy_htod"] == 1).all()
+    assert f["cpu_step_us"].max() < 1000  # (the range nsys closed: 3137 us, with 8 launches)
+    assert "1 NVTX range(s) never closed were ignored" in a.metrics.notes
+
+
+def test_a_cpu_only_front_end_beside_its_gpu_worker_without_options() -> None:
+    """``scripts/real/server_procs.py``: a front end with NVTX ranges and no CUDA beside a GPU
+    worker without NVTX. The worker's graph cycle is the only analysis."""
+    p = _only("server_procs")
+    a = p.analysis
+    assert "CUDA graph launch cycle [1] × 60" in p.choice and a.n_steps == 60
+    assert set(a.trace.nvtx["name"]) == {"tokenize", "detokenize"}
+    assert a.steps.pid not in set(a.trace.nvtx["pid"])  # (the worker: no NVTX of its own)
+    f = a.frame
+    assert (f["graph_launches"] == 1).all()
+    # a step's eager work came before its replay: the step before's argmax and D2H, its H2D
+    for col in ("eager_kernels", "eager_memcpy_htod", "eager_memcpy_dtoh"):
+        assert f[col].tolist() == [0] + [1] * 59, col
+
+
+def test_cudnn_convolutions_node_mode_worker_and_pytorch_ranges_without_options() -> None:
+    """Three more exports of the second sweep (``scripts/real/sweep_more.sh``)."""
+    conv = _only("conv_net")  # cuDNN and cutlass kernels, eager
+    assert "kernel 'Kernel2' launched once per ~32" in conv.choice
+    f = conv.analysis.frame
+    assert len(f) == 30 and (f["eager_kernels"][:-1] == 32).all()
+    node = _only("node_overlap")  # a worker thread's graphs in node mode
+    a = node.analysis
+    assert "CUDA graph launch cycle [1] × 30" in node.choice and a.steps.tid != a.steps.pid
+    assert (a.frame["graph_kernels"] == 12).all() and (a.frame["graph_launches"] == 1).all()
+    torch_ranges = _only("pytorch_functions")  # --pytorch=functions-trace's NVTX ranges
+    assert "vectorized_layer_norm_kernel" in torch_ranges.choice
+    assert "--step 'torch.nn.modules.Module.__call__' (40 ranges" in torch_ranges.hint
+    assert (torch_ranges.analysis.frame["eager_kernels"] == 4).all()
+    every_api = _only("all_apis")  # --cuda-trace-all-apis=true
+    f = every_api.analysis.frame
+    assert len(f) == 60 and (f["api_calls:cudaLaunchKernel"] == 12).all()
