@@ -455,10 +455,11 @@ class Trace:
     @property
     def unclosed_ranges(self) -> int:
         """Ranges the program never closed inside the capture (ignored by every analysis):
-        their end was never recorded (NULL: nsys 2023.4), or nsys closed them itself when the
-        capture stopped (an end at :attr:`capture_end` to the nanosecond: nsys 2025.3, where
-        the range of a step cut off by ``cudaProfilerStop`` would otherwise be a short step
-        with the stop's own wait in it)."""
+        their end was never recorded (NULL), or nsys closed them itself when the capture
+        stopped, with an end at :attr:`capture_end` to the nanosecond (nsys 2023.4 after
+        ``--duration``, 2025.3 after ``cudaProfilerStop``: ``tests/data/cpu_capture_end_2023``,
+        ``tests/data/real/partial_capture``). Such a range is a step cut short: kept, it would
+        be a short step with the stop's own wait in it."""
         return self._nvtx_all[1]
 
     # ---------------------------------------------------------------- CUDA API

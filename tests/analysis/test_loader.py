@@ -57,10 +57,10 @@ def test_unclosed_ranges_are_ignored_and_counted(analyze_x):
 
 
 def test_ranges_nsys_closed_at_the_capture_end_are_unclosed(analyze_x):
-    """nsys 2025.3 closes a range still open when the capture stops at the capture's end
-    (``ANALYSIS_DETAILS.duration``, to the nanosecond) where nsys 2023.4 leaves its end NULL:
-    the same range, never closed by the program, so the same analysis. A range the program
-    closed a nanosecond before the end is a range as any other."""
+    """nsys closes a range still open when the capture stops at the capture's end
+    (``ANALYSIS_DETAILS.duration``, to the nanosecond; nsys 2023.4 and 2025.3 alike): never
+    closed by the program, as a range with a NULL end, so the same analysis. A range the
+    program closed a nanosecond before the end is a range as any other."""
     base = build_eagle(3)
     end = 60_000
     base.capture(end)
@@ -78,6 +78,16 @@ def test_ranges_nsys_closed_at_the_capture_end_are_unclosed(analyze_x):
     assert b.trace.unclosed_ranges == 0
     assert len(b.trace.nvtx) == len(a.trace.nvtx) + 1
     assert b.trace.nvtx["end_ns"].max() == end - 1
+
+
+def test_a_range_open_when_nsys_2023_stopped_its_capture():
+    """``tests/data/cpu_capture_end_2023.sqlite`` (``scripts/cpu_capture_end.py``): 0.2 s steps,
+    a capture of 1 s from --delay and --duration; nsys 2023.4.4 ended the last range itself."""
+    trace = load(DATA / "cpu_capture_end_2023.sqlite")
+    assert trace.nsys_version.startswith("2023.4") and trace.unclosed_ranges == 1
+    dur = trace.nvtx["end_ns"] - trace.nvtx["start_ns"]
+    assert len(dur) == 4 and ((dur > 199e6) & (dur < 202e6)).all()
+    assert trace.nvtx["end_ns"].max() < trace.capture_end
 
 
 def test_the_capture_end_is_read_where_the_export_gives_one(write_export):
