@@ -293,3 +293,20 @@ def test_cudnn_convolutions_node_mode_worker_and_pytorch_ranges_without_options(
     every_api = _only("all_apis")  # --cuda-trace-all-apis=true
     f = every_api.analysis.frame
     assert len(f) == 60 and (f["api_calls:cudaLaunchKernel"] == 12).all()
+
+
+@pytest.mark.parametrize("mode", ["graph", "node"])
+def test_prefills_between_graph_decodes_without_options(mode: str) -> None:
+    """``scripts/real/mixed_batches.py 48 8``: a server's schedule, every 8th step an eager
+    prefill at another shape instead of a decode's graph replay. The decodes' cycle makes the
+    steps; a prefill's eager work (17 kernels and its argmax, its prompt's H2D copy) lands in
+    the step of the replay after it, as a step's preparation does; the first precedes step 0."""
+    p = _only(f"mixed_{mode}")
+    assert "CUDA graph launch cycle [1] × 42" in p.choice
+    f = p.analysis.frame
+    after = [7, 14, 21, 28, 35]  # (prefills at 8, 16, ..., 40: the replays of 7 decodes apart)
+    expect = [0] + [19 if k in after else 1 for k in range(1, 42)]
+    assert f["eager_kernels"].tolist() == expect
+    assert f["eager_memcpy_htod"].tolist() == [0] + [2 if k in after else 1 for k in range(1, 42)]
+    assert (f["graph_launches"] == 1).all()
+    assert (f.loc[after, "busy_us"] > 2 * f["busy_us"].median()).all()
