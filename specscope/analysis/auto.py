@@ -69,7 +69,7 @@ from specscope.analysis.run import (
     analysis_of,
     analyze_trace,
 )
-from specscope.analysis.spec import CYCLE, DEFAULT_PRESET, StepSpec, load_preset
+from specscope.analysis.spec import CYCLE, DEFAULT_PRESET, StepSpec, load_preset, self_anchored
 from specscope.analysis.validate import validated
 from specscope.analysis.whole import top_kernels, whole_capture_steps
 from specscope.errors import SpecError
@@ -334,10 +334,14 @@ def _zero_config(
     min_cycles = thresholds.pop("min_cycles")
     ranges = functools.cache(functools.partial(_ranges_like_steps, trace, pid))
     for c in choose_steps(trace, pid, graphs, min_cycles, thresholds, ranges):
+        spec, hint = c.spec, c.hint
+        if options.self_anchors and (anchored := self_anchored(spec)) is not None:
+            spec = anchored  # (explain, report: a gap to tell, between steps)
+            hint += f"; each step its own anchor: --anchors {shlex.quote(spec.anchors[0])}"
         try:
             # the default preset is a guess here: its anchors may be absent (a note, not an error)
             lenient = replace(options, require_anchors=False)
-            analyses = _with_spec(trace, pid, c.spec, lenient, skipped)
+            analyses = _with_spec(trace, pid, spec, lenient, skipped)
         except SpecError as e:
             if c.final:
                 raise  # the preset's ranges are there: an option (e.g. --skip) is wrong
@@ -345,7 +349,7 @@ def _zero_config(
             continue
         for a in analyses:
             a.metrics.notes.extend(failed)
-        hint = c.hint + _range_hint(ranges()) if c.spec.from_launches else c.hint
+        hint = hint + _range_hint(ranges()) if c.spec.from_launches else hint
         return [_Entry(a, c.choice, hint) for a in analyses]
     entries = _whole_capture(trace, pid, options)
     hint = _range_hint(ranges()) if entries else ""

@@ -55,6 +55,9 @@ class AnalyzeOptions:
     metrics) on top of the spec's own. ``require_anchors``: an anchor absent from the step thread
     is an error naming it (the CLI's setting: a misspelled ``--anchors``); False (the library's
     default, and zero-config's guess of the default preset): a note, its gaps unavailable.
+    ``self_anchors``: zero-config gives steps it found without anchors (NVTX ranges, a kernel
+    launched once per step) each step as its one anchor (:func:`.spec.self_anchored`), so that
+    there is a gap to explain and to line reports up at: ``explain`` and ``report`` ask for it.
     """
 
     skip: int = 0
@@ -62,6 +65,7 @@ class AnalyzeOptions:
     device: int | None = None
     count_kernels: tuple[str, ...] = ()
     require_anchors: bool = False
+    self_anchors: bool = False
 
     def counting(self, *patterns: str) -> AnalyzeOptions:
         """These options with ``patterns`` also counted (each once; empty ones ignored)."""

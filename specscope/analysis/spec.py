@@ -290,6 +290,25 @@ def parse_marker(text: str) -> Marker | None:
     return Marker(kind, graph_ids=ids)
 
 
+SELF_ANCHOR = "step"
+"""The name of a step marker's launches as their steps' one anchor (:func:`self_anchored`)."""
+
+
+def self_anchored(spec: StepSpec) -> StepSpec | None:
+    """``spec``, whose steps have no anchors, with each step as its one anchor, so that the gap
+    from one step's GPU work to the next one's is measured and explained (``step->step``):
+    NVTX steps get their range as the anchor, steps that a launch starts (``kernel:REGEX``,
+    ``graph:ID``) that launch, named :data:`SELF_ANCHOR`. None where ``spec`` has anchors
+    already, or its range's name cannot be an anchor's (``=``, ``,`` or ``->`` in it)."""
+    if spec.anchors or spec.step == CYCLE:
+        return None
+    if spec.step_marker is not None:
+        return replace(spec, anchors=(f"{SELF_ANCHOR}={spec.step}",))
+    if any(c in spec.step for c in ("=", ",", "->")) or not spec.step.strip():
+        return None
+    return replace(spec, anchors=(spec.step,))
+
+
 def split_anchor(anchor: str) -> tuple[str, Marker | None]:
     """``NAME=SOURCE`` -> (NAME, its Marker); a plain NVTX range name -> (name, None)."""
     name, eq, source = anchor.partition("=")

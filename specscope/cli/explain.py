@@ -69,7 +69,7 @@ def explain_cmd(inputs: tuple[str, ...], gap: str | None, labels: str | None,
     names = _labels(labels, list(inputs))
     runs, stories = [], []
     for i, ref in enumerate(inputs):  # zero-config without a spec given: the runs' own spec
-        runs += spec_args.analyses([ref])
+        runs += spec_args.analyses([ref], gaps=True)
         # each story made as soon as its input is analysed, and the input shed: one export's
         # operations held at a time (two of 20 M: 1.7 GiB); errors raised after both, in the
         # order they were before

@@ -190,7 +190,15 @@ class SpecArgs:
         # a spec's anchor missing from the export is a misspelling: one error naming it
         return AnalyzeOptions(**given, require_anchors=True)
 
-    def analyses(self, refs: Iterable[str], shed: bool = False) -> list[Analysis]:
+    @property
+    def gap_options(self) -> AnalyzeOptions:
+        """:attr:`options` for a command that tells a gap (``explain``, ``report``): steps that
+        zero-config finds without anchors get each step as their anchor (``self_anchors``)."""
+        return dataclasses.replace(self.options, self_anchors=True)
+
+    def analyses(
+        self, refs: Iterable[str], shed: bool = False, gaps: bool = False
+    ) -> list[Analysis]:
         """Each input reference resolved (:func:`specscope.analysis.inputs.resolve`; zero-config
         without a spec given: how each export's steps were chosen is a `note:` line, and the
         caller warns when they differ, :func:`warn_if_chosen_differently`); for an
@@ -199,13 +207,14 @@ class SpecArgs:
         :meth:`Analysis.shed` leaves it, and the heap the whole one left given back, before the
         next is read. (The next inputs are not read ahead in a child as the command's first is:
         without imports to overlap, that cost 0.15-1.3 s for 0-25 MiB less once the heap was
-        given back.)"""
+        given back.) ``gaps``: with :attr:`gap_options`, for a command that tells a gap."""
         from specscope.analysis.inputs import resolve
         from specscope.analysis.memory import give_back
 
+        options = self.gap_options if gaps else self.options
         out = []
         for ref in refs:
-            a = resolve(ref, self.given_spec, self.options).analysis
+            a = resolve(ref, self.given_spec, options).analysis
             if shed and not a.detached:
                 rows = len(a.trace.ops)  # (the export's: every rank's)
                 a = a.shed()

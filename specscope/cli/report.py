@@ -242,7 +242,7 @@ def report_cmd(ctx: click.Context, inputs: tuple[str, ...], labels: str | None, 
         stats = {"noise_floor_pct": noise_floor, "min_steps": min_steps, "seed": seed}
         if not per_rank:
             sides, settings, made = _analysed(
-                lambda ref: {"": resolve(ref, spec, spec_args.options)},
+                lambda ref: {"": resolve(ref, spec, spec_args.gap_options)},
                 inputs, spec_args, (gap, highlight, lead_us, span_us), stats,
             )  # fmt: skip
             resolved = [side[""] for side in sides]
@@ -253,7 +253,7 @@ def report_cmd(ctx: click.Context, inputs: tuple[str, ...], labels: str | None, 
             click.echo(str(out_dir / "report.html"))
             return
     sides, settings, made = _analysed(
-        lambda ref: resolve_ranks(ref, spec, spec_args.options),
+        lambda ref: resolve_ranks(ref, spec, spec_args.gap_options),
         inputs, spec_args, (gap, highlight, lead_us, span_us), stats,
     )  # fmt: skip
     ranks = []

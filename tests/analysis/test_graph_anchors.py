@@ -15,7 +15,14 @@ from click.testing import CliRunner
 
 from specscope.analysis.launch_steps import cycle_steps
 from specscope.analysis.run import AnalyzeOptions, analyze
-from specscope.analysis.spec import Marker, StepSpec, load_preset, parse_marker, split_anchor
+from specscope.analysis.spec import (
+    Marker,
+    StepSpec,
+    load_preset,
+    parse_marker,
+    self_anchored,
+    split_anchor,
+)
 from specscope.cli import cli
 from specscope.errors import SpecError
 
@@ -140,6 +147,22 @@ def test_marker_parsing():
     for bad in ("a=graph:x", "a=graph-role:0", "a=kernel:(", "=graph:1", "a=foo:1"):
         with pytest.raises(SpecError):
             split_anchor(bad)
+
+
+def test_a_spec_without_anchors_anchored_at_its_own_steps():
+    """:func:`self_anchored` (what ``explain`` and ``report`` give zero-config's steps found
+    without anchors): the step range or the step's marker launch as the one anchor."""
+    assert self_anchored(StepSpec("decode")) == StepSpec("decode", ("decode",))
+    marker = StepSpec("kernel:^nvjet$")
+    assert self_anchored(marker) == StepSpec("kernel:^nvjet$", ("step=kernel:^nvjet$",))
+    assert self_anchored(marker).anchor_markers == (Marker("kernel", pattern="^nvjet$"),)
+    assert self_anchored(StepSpec("graph:4")).anchors == ("step=graph:4",)
+    assert self_anchored(StepSpec("step", ("draft.replay",))) is None  # anchors of its own
+    assert self_anchored(StepSpec("", ("a=graph:1",))) is None  # a cycle
+    for name in ("batch=8", "a,b", "a->b", " "):  # no anchor could be named so
+        assert self_anchored(StepSpec(name)) is None
+    domain = StepSpec("step", domain="specscope")
+    assert self_anchored(domain) == StepSpec("step", ("step",), domain="specscope")
 
 
 @pytest.mark.parametrize(

@@ -181,9 +181,31 @@ def test_inputs_whose_steps_were_chosen_differently_are_warned_about(tmp_path):
     assert "steps were chosen differently" in r.stderr  # a graph cycle, a kernel pattern
     r = run("compare", REAL / "jax_loop.sqlite", REAL / "torch_compile.sqlite")
     assert "differently" not in r.stderr  # both: one cycle of graph 4
-    # a kernel pattern has no anchors: the report needs a gap, and says so
-    r = run("report", *[REAL / "unified_memory.sqlite"] * 2, "--out", tmp_path, code=2)
+    # a kernel pattern has no anchors: the report and explain take each step's marker launch
+    # as its one anchor (the gap from one step's GPU work to the next one's), and say so
+    r = run("report", *[REAL / "unified_memory.sqlite"] * 2, "--out", tmp_path)
+    assert "each step its own anchor: --anchors 'step=kernel:" in r.stderr
+    (folder,) = tmp_path.iterdir()
+    assert "step → step" in (folder / "summary.md").read_text()
+    assert (folder / "timeline.png").is_file()
+    # a spec given by hand is taken as it is: no anchors, no gap to tell
+    given = ["--step", "kernel:^elementwise_kernel$"]
+    r = run("report", *[REAL / "unified_memory.sqlite"] * 2, *given, "--out", tmp_path, code=2)
     assert "give --gap" in r.output
+
+
+def test_explain_and_report_take_nvtx_steps_without_anchors_as_their_own():
+    """Zero-config's NVTX step ranges with nothing nested to anchor at: ``explain`` tells the
+    gap between consecutive steps' GPU work (``step->step``); ``analyze`` keeps the steps as
+    they are (no gap metrics of its own)."""
+    loop = REAL / "eager_steps_events.sqlite"
+    r = run("explain", loop, "--format", "json")
+    assert "each step its own anchor: --anchors step" in r.stderr
+    data = json.loads(r.stdout)
+    assert data["text"].startswith("step → step")
+    r = run("analyze", loop, "--format", "json")
+    assert not any(k.startswith("gap_us:") for k in json.loads(r.stdout)["summary"])
+    assert "its own anchor" not in r.stderr
 
 
 def test_several_exports_without_nvtx_are_analysed_without_a_spec():
