@@ -268,10 +268,10 @@ def test_cli_of_two_inputs_holds_one_exports_operations_at_a_time(monkeypatch):
     want = CliRunner().invoke(cli, args)
     traces, analyses = [], SpecArgs.analyses
 
-    def recorded(self, refs, shed=False):
+    def recorded(self, refs, shed=False, gaps=False):
         gc.collect()
         held = [t() is not None for t in traces]
-        out = analyses(self, refs, shed)
+        out = analyses(self, refs, shed, gaps)
         traces.extend(weakref.ref(a.trace) for a in out)
         recorded.held.append(held)
         return out
