@@ -24,6 +24,14 @@ that was cut at another rotation still lines up). Roles are numbered in capture 
 holds the graph created first. SGLang captures every bucket of the target (verify) graphs, then
 the draft ones, then the draft-extend ones: verify is role 1, draft 2, draft-extend 3, whatever
 order they are launched in. Without creation events, roles follow launch order.
+
+**Lone buckets** (:func:`with_lone_buckets`): a bucket the batch visits once, between two
+others, is in no cycle (a cycle repeats), so it would be in no role, and its replay would join
+the step before it (two replays in one step). Where the main cycle is one graph (a step
+replays one graph), a graph in no role joins the role when every one of its launches sits
+between launches of the role's graphs (or of other such graphs) and its median GPU time is
+within :data:`LONE_SPREAD` times the role's graphs' (a bucket of the same model, not another
+kind of graph: ``scripts/real/bucket_graphs.py`` visits the batch size 2 once in 60 steps).
 """
 
 from __future__ import annotations
@@ -176,6 +184,41 @@ def graph_roles(cycles: list[Cycle], created: dict[int, int]) -> list[Role]:
     return [Role(number[k], k, tuple(members[k])) for k in range(n)]
 
 
+LONE_SPREAD = 2.0
+"""How far a lone bucket's median GPU time may lie from the role's graphs' (below their
+shortest / LONE_SPREAD, above their longest x LONE_SPREAD: another kind of graph)."""
+
+
+def with_lone_buckets(roles: list[Role], seq: list[int], gpu_us: pd.Series) -> list[Role]:
+    """``roles`` with the lone buckets of the launch sequence ``seq`` in the one role of a
+    one-graph main cycle (module doc); ``gpu_us``: median GPU µs per launch by graph id."""
+    if len(roles) != 1 or not seq:
+        return roles
+    (role,) = roles
+    ids = np.asarray(seq, dtype=np.int64)
+    members = set(role.graph_ids)
+    times = [t for g in members if np.isfinite(t := float(gpu_us.get(g, np.nan)))]
+    if not times:
+        return roles
+    lo, hi = min(times) / LONE_SPREAD, max(times) * LONE_SPREAD
+    alike = {
+        int(g)
+        for g in np.unique(ids)
+        if int(g) not in members and lo <= float(gpu_us.get(int(g), np.nan)) <= hi
+    }
+    if not alike:
+        return roles
+    ok = np.isin(ids, np.fromiter(members | alike, dtype=np.int64))
+    before = np.r_[True, ok[:-1]]  # (no launch before the first: nothing against it)
+    after = np.r_[ok[1:], True]
+    lone = {g for g in alike if bool((before & after)[ids == g].all())}
+    if not lone:
+        return roles
+    first = {int(g): i for i, g in reversed(list(enumerate(seq)))}
+    joined = sorted(members | lone, key=lambda g: first.get(g, len(seq)))
+    return [Role(role.number, role.position, tuple(joined))]
+
+
 def anchors_line(roles: list[Role]) -> str | None:
     """An ``--anchors`` value naming each role ``roleN`` (capture order), in launch order."""
     if not roles:
@@ -217,8 +260,10 @@ def thread_graphs(trace: Trace) -> list[ThreadGraphs]:
         created = dict(
             zip(mine["graph_id"].astype(int), mine["created_ns"].astype(int), strict=True)
         )
-        cycles = find_cycles(rows["graph_id"].astype(int).tolist())
-        roles = graph_roles(cycles, created)
+        seq = rows["graph_id"].astype(int).tolist()
+        cycles = find_cycles(seq)
+        graphs = per_graph(rows, created)
+        roles = with_lone_buckets(graph_roles(cycles, created), seq, graphs["gpu_us_p50"])
         line = anchors_line(roles)
-        out.append(ThreadGraphs(int(pid), int(tid), per_graph(rows, created), cycles, roles, line))
+        out.append(ThreadGraphs(int(pid), int(tid), graphs, cycles, roles, line))
     return out

@@ -5,11 +5,19 @@ from __future__ import annotations
 import json
 import random
 
+import pandas as pd
 import pytest
 import testdata
 from click.testing import CliRunner
 
-from specscope.analysis.graphs import Cycle, find_cycles, graph_roles, thread_graphs
+from specscope.analysis.graphs import (
+    Cycle,
+    Role,
+    find_cycles,
+    graph_roles,
+    thread_graphs,
+    with_lone_buckets,
+)
 from specscope.analysis.loader import load
 from specscope.cli import cli
 
@@ -76,6 +84,40 @@ def test_roles_line_up_by_capture_order_across_buckets():
     cycles = [Cycle((19, 7, 31), 6, 0), Cycle((10, 34, 22), 6, 18)]
     roles = {r.number: (r.position, r.graph_ids) for r in graph_roles(cycles, created)}
     assert roles == {1: (1, (7, 10)), 2: (0, (19, 22)), 3: (2, (31, 34))}
+
+
+def test_a_bucket_launched_once_joins_a_one_graph_role():
+    """:func:`with_lone_buckets`: batch size 2 (graph 13) visited once between two others is in
+    no cycle; as a step's one replay, at the GPU time of the others, it joins their role."""
+    role = [Role(1, 0, (7, 10, 4))]
+    seq = [7, 7, 10, 10, 13, 4, 4, 4]
+    gpu = pd.Series({7: 25.0, 10: 24.0, 4: 26.0, 13: 24.5})
+    assert with_lone_buckets(role, seq, gpu) == [Role(1, 0, (7, 10, 13, 4))]
+    first = with_lone_buckets(role, [13, 7, 7, 10, 10], gpu)[0].graph_ids
+    assert first == (13, 7, 10, 4)  # (by first launch: 4, not launched, last)
+    # another kind of graph: a GPU time over twice the role's longest, or under half its shortest
+    for other in (53.0, 11.0):
+        assert with_lone_buckets(role, seq, pd.Series({**gpu, 13: other})) == role
+    # lone graphs side by side, alike: both join; one beside another kind of graph: not
+    both = pd.Series({**gpu, 16: 25.0})
+    assert with_lone_buckets(role, [7, 7, 13, 16, 4, 4], both)[0].graph_ids == (7, 13, 16, 4, 10)
+    odd = pd.Series({**gpu, 99: 2.0})
+    assert with_lone_buckets(role, [7, 7, 13, 99, 4, 4], odd) == role
+    # a main cycle of several graphs: roles as they are
+    two = [Role(1, 0, (7,)), Role(2, 1, (10,))]
+    assert with_lone_buckets(two, [7, 10, 7, 10, 13], gpu) == two
+
+
+def test_a_real_export_of_changing_buckets():
+    """``scripts/real/bucket_graphs.py``: 60 decode steps, a graph per batch-size bucket, the
+    batch size a random walk; size 2 (graph 13) is visited once. Every replay is a step."""
+    from specscope.analysis.auto import analyze_processes
+
+    (t,) = thread_graphs(load(DATA.parent / "real/bucket_graphs.sqlite"))
+    assert [r.graph_ids for r in t.roles] == [(7, 10, 4, 13, 1)]
+    (p,) = analyze_processes(DATA.parent / "real/bucket_graphs.sqlite").processes
+    f = p.analysis.frame
+    assert len(f) == 60 and (f["graph_launches"] == 1).all()
 
 
 @pytest.mark.parametrize("name", ["cycle_graph_nonvtx", "cycle_node_nonvtx", "cycle_graph_nvtx"])
