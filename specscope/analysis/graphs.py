@@ -26,12 +26,14 @@ the draft ones, then the draft-extend ones: verify is role 1, draft 2, draft-ext
 order they are launched in. Without creation events, roles follow launch order.
 
 **Lone buckets** (:func:`with_lone_buckets`): a bucket the batch visits once, between two
-others, is in no cycle (a cycle repeats), so it would be in no role, and its replay would join
-the step before it (two replays in one step). Where the main cycle is one graph (a step
-replays one graph), a graph in no role joins the role when every one of its launches sits
-between launches of the role's graphs (or of other such graphs) and its median GPU time is
-within :data:`LONE_SPREAD` times the role's graphs' (a bucket of the same model, not another
-kind of graph: ``scripts/real/bucket_graphs.py`` visits the batch size 2 once in 60 steps).
+others, is in no cycle (a cycle repeats), so its graphs would be in no role, and their replays
+would join the step before them. A run of launches of graphs in no role joins the roles when
+it lies between whole cycles (after a launch of the main cycle's last position or at the
+start, before one of its first position or at the end), its length is a multiple of the main
+cycle's, and the graph at each position has a median GPU time within :data:`LONE_SPREAD` times
+the graphs of the role at that position (buckets of the same model, not another kind of
+graph); a graph is taken only where every run it is launched in is
+(``scripts/real/bucket_graphs.py`` visits the batch size 2 once in 60 steps).
 """
 
 from __future__ import annotations
@@ -190,33 +192,70 @@ shortest / LONE_SPREAD, above their longest x LONE_SPREAD: another kind of graph
 
 
 def with_lone_buckets(roles: list[Role], seq: list[int], gpu_us: pd.Series) -> list[Role]:
-    """``roles`` with the lone buckets of the launch sequence ``seq`` in the one role of a
-    one-graph main cycle (module doc); ``gpu_us``: median GPU µs per launch by graph id."""
-    if len(roles) != 1 or not seq:
+    """``roles`` with the lone buckets of the launch sequence ``seq`` (module doc); ``gpu_us``:
+    median GPU µs per launch by graph id."""
+    spans = {}  # position -> the GPU µs a lone graph there may take
+    for r in roles:
+        times = [t for g in r.graph_ids if np.isfinite(t := float(gpu_us.get(g, np.nan)))]
+        if not times:
+            return roles
+        spans[r.position] = (min(times) / LONE_SPREAD, max(times) * LONE_SPREAD)
+    if not roles or not seq:
         return roles
-    (role,) = roles
-    ids = np.asarray(seq, dtype=np.int64)
-    members = set(role.graph_ids)
-    times = [t for g in members if np.isfinite(t := float(gpu_us.get(g, np.nan)))]
-    if not times:
-        return roles
-    lo, hi = min(times) / LONE_SPREAD, max(times) * LONE_SPREAD
-    alike = {
-        int(g)
-        for g in np.unique(ids)
-        if int(g) not in members and lo <= float(gpu_us.get(int(g), np.nan)) <= hi
-    }
-    if not alike:
-        return roles
-    ok = np.isin(ids, np.fromiter(members | alike, dtype=np.int64))
-    before = np.r_[True, ok[:-1]]  # (no launch before the first: nothing against it)
-    after = np.r_[ok[1:], True]
-    lone = {g for g in alike if bool((before & after)[ids == g].all())}
+    at = {g: r.position for r in roles for g in r.graph_ids}
+    lone = _lone_positions(_runs_in_no_role(seq, at, spans, gpu_us), len(roles))
     if not lone:
         return roles
     first = {int(g): i for i, g in reversed(list(enumerate(seq)))}
-    joined = sorted(members | lone, key=lambda g: first.get(g, len(seq)))
-    return [Role(role.number, role.position, tuple(joined))]
+    out = []
+    for r in roles:  # (a role's own graphs as they were, then its lone ones by first launch)
+        mine = sorted((g for g, k in lone.items() if k == r.position), key=first.__getitem__)
+        out.append(Role(r.number, r.position, (*r.graph_ids, *mine)))
+    return out
+
+
+def _runs_in_no_role(
+    seq: list[int], at: dict[int, int], spans: dict, gpu_us: pd.Series
+) -> list[tuple[list[int], bool]]:
+    """The runs of launches in ``seq`` of graphs in no role (``at``: graph -> position), each
+    with whether it fits (module doc: whole cycles between whole cycles, each graph at the GPU
+    time of its position's ``spans``)."""
+    n = len(spans)
+    runs = []
+    i = 0
+    while i < len(seq):
+        if seq[i] in at:
+            i += 1
+            continue
+        j = i
+        while j < len(seq) and seq[j] not in at:
+            j += 1
+        whole = (i == 0 or at[seq[i - 1]] == n - 1) and (j == len(seq) or at[seq[j]] == 0)
+        fits = whole and (j - i) % n == 0
+        for k, g in enumerate(seq[i:j]):
+            lo, hi = spans[k % n]
+            fits = fits and lo <= float(gpu_us.get(g, np.nan)) <= hi
+        runs.append((seq[i:j], fits))
+        i = j
+    return runs
+
+
+def _lone_positions(runs: list[tuple[list[int], bool]], n: int) -> dict[int, int]:
+    """Lone graph -> its position: the graphs of the ``runs`` that fit, where every run of a
+    graph fits and puts it at one position (a run with a refused graph is refused whole, until
+    nothing changes)."""
+    fits = [f for _, f in runs]
+    while True:
+        refused = {g for (run, _), f in zip(runs, fits, strict=True) if not f for g in run}
+        taken: dict[int, int] = {}
+        for (run, _), f in zip(runs, fits, strict=True):
+            for k, g in enumerate(run if f else ()):
+                if taken.setdefault(g, k % n) != k % n:
+                    refused.add(g)  # (at two positions)
+        again = [f and refused.isdisjoint(run) for (run, _), f in zip(runs, fits, strict=True)]
+        if again == fits:
+            return taken
+        fits = again
 
 
 def anchors_line(roles: list[Role]) -> str | None:

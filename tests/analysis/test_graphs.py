@@ -92,20 +92,38 @@ def test_a_bucket_launched_once_joins_a_one_graph_role():
     role = [Role(1, 0, (7, 10, 4))]
     seq = [7, 7, 10, 10, 13, 4, 4, 4]
     gpu = pd.Series({7: 25.0, 10: 24.0, 4: 26.0, 13: 24.5})
-    assert with_lone_buckets(role, seq, gpu) == [Role(1, 0, (7, 10, 13, 4))]
+    assert with_lone_buckets(role, seq, gpu) == [Role(1, 0, (7, 10, 4, 13))]
     first = with_lone_buckets(role, [13, 7, 7, 10, 10], gpu)[0].graph_ids
-    assert first == (13, 7, 10, 4)  # (by first launch: 4, not launched, last)
+    assert first == (7, 10, 4, 13)  # (the role's own first, as they were)
     # another kind of graph: a GPU time over twice the role's longest, or under half its shortest
     for other in (53.0, 11.0):
         assert with_lone_buckets(role, seq, pd.Series({**gpu, 13: other})) == role
     # lone graphs side by side, alike: both join; one beside another kind of graph: not
     both = pd.Series({**gpu, 16: 25.0})
-    assert with_lone_buckets(role, [7, 7, 13, 16, 4, 4], both)[0].graph_ids == (7, 13, 16, 4, 10)
+    assert with_lone_buckets(role, [7, 7, 13, 16, 4, 4], both)[0].graph_ids == (7, 10, 4, 13, 16)
     odd = pd.Series({**gpu, 99: 2.0})
     assert with_lone_buckets(role, [7, 7, 13, 99, 4, 4], odd) == role
-    # a main cycle of several graphs: roles as they are
+    # a main cycle of several graphs: a lone graph is no whole cycle
     two = [Role(1, 0, (7,)), Role(2, 1, (10,))]
     assert with_lone_buckets(two, [7, 10, 7, 10, 13], gpu) == two
+
+
+def test_a_lone_cycle_of_buckets_joins_the_roles_position_by_position():
+    """EAGLE's three graphs per step (draft, verify, draft-extend in launch order), their
+    buckets visited once: a whole cycle of them between whole cycles joins the roles."""
+    roles = [Role(2, 0, (19,)), Role(1, 1, (7,)), Role(3, 2, (31,))]
+    gpu = pd.Series({19: 10.0, 7: 30.0, 31: 5.0, 22: 11.0, 10: 31.0, 34: 5.5})
+    seq = [19, 7, 31] * 3 + [22, 10, 34] + [19, 7, 31] * 2
+    got = {r.number: r.graph_ids for r in with_lone_buckets(roles, seq, gpu)}
+    assert got == {2: (19, 22), 1: (7, 10), 3: (31, 34)}
+    # not between whole cycles, not a whole cycle, or a time of another position: no role
+    assert with_lone_buckets(roles, [19, 7, 31, 19, 22, 10, 34, 7, 31], gpu) == roles
+    assert with_lone_buckets(roles, [19, 7, 31, 22, 10, 19, 7, 31], gpu) == roles
+    swapped = pd.Series({**gpu, 10: 5.0, 34: 31.0})
+    assert with_lone_buckets(roles, seq, swapped) == roles
+    # a graph launched in two runs, one of which is no whole cycle: not taken
+    twice = seq + [22, 10]
+    assert with_lone_buckets(roles, twice, gpu) == roles
 
 
 def test_a_real_export_of_changing_buckets():
@@ -114,10 +132,24 @@ def test_a_real_export_of_changing_buckets():
     from specscope.analysis.auto import analyze_processes
 
     (t,) = thread_graphs(load(DATA.parent / "real/bucket_graphs.sqlite"))
-    assert [r.graph_ids for r in t.roles] == [(7, 10, 4, 13, 1)]
+    assert [r.graph_ids for r in t.roles] == [(7, 10, 4, 1, 13)]
     (p,) = analyze_processes(DATA.parent / "real/bucket_graphs.sqlite").processes
     f = p.analysis.frame
     assert len(f) == 60 and (f["graph_launches"] == 1).all()
+
+
+def test_a_real_export_of_changing_buckets_of_three_roles():
+    """``scripts/real/bucket_roles.py``: EAGLE's draft, verify and draft-extend graphs per
+    batch-size bucket, 60 steps; the bucket of size 8 (graphs 25, 10, 40) is visited three
+    times, each alone. Its three graphs join the three roles: every step replays three."""
+    from specscope.analysis.auto import analyze_processes
+
+    path = DATA.parent / "real/bucket_roles.sqlite"
+    (t,) = thread_graphs(load(path))
+    assert {r.number: r.graph_ids[-1] for r in t.roles} == {2: 25, 1: 10, 3: 40}
+    (p,) = analyze_processes(path).processes
+    f = p.analysis.frame
+    assert len(f) == 60 and (f["graph_launches"] == 3).all()
 
 
 @pytest.mark.parametrize("name", ["cycle_graph_nonvtx", "cycle_node_nonvtx", "cycle_graph_nvtx"])
