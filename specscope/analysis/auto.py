@@ -42,6 +42,11 @@ A process whose (b), (c) or (d) spec finds no steps falls through to the next; w
 are there but give no steps (e.g. ``--skip`` larger than their count), that error is raised. Each
 entry says which was chosen (``choice``, one line) and how to refine it (``hint``: the options
 to pass). An export without GPU work and without (a)'s ranges raises :class:`SpecError`.
+
+**For a gap** (``options.self_anchors``: ``explain`` and ``report``): (c) and (d) have no anchors,
+so there would be no gap to tell; each step is then its own anchor (:func:`.spec.self_anchored`:
+the marker kernel as ``step``, or the range), the gap from one step's GPU work to the next
+one's, and the hint says so. ``analyze`` keeps (c) and (d) as they are.
 """
 
 from __future__ import annotations
