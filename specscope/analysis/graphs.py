@@ -221,22 +221,18 @@ def _runs_in_no_role(
     with whether it fits (module doc: whole cycles between whole cycles, each graph at the GPU
     time of its position's ``spans``)."""
     n = len(spans)
-    runs = []
-    i = 0
-    while i < len(seq):
-        if seq[i] in at:
-            i += 1
-            continue
-        j = i
-        while j < len(seq) and seq[j] not in at:
-            j += 1
+    ids = np.asarray(seq, dtype=np.int64)
+    member = np.r_[1, np.isin(ids, np.fromiter(at, dtype=np.int64)).astype(np.int8), 1]
+    edge = np.diff(member)  # -1: a run of graphs in no role starts, 1: it ends (a Python
+    runs = []  # step per run, not per launch: an export launches graphs by the 100 000)
+    for i, j in zip(np.flatnonzero(edge == -1), np.flatnonzero(edge == 1), strict=True):
+        i, j = int(i), int(j)
         whole = (i == 0 or at[seq[i - 1]] == n - 1) and (j == len(seq) or at[seq[j]] == 0)
         fits = whole and (j - i) % n == 0
         for k, g in enumerate(seq[i:j]):
             lo, hi = spans[k % n]
             fits = fits and lo <= float(gpu_us.get(g, np.nan)) <= hi
         runs.append((seq[i:j], fits))
-        i = j
     return runs
 
 
