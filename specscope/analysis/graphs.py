@@ -194,14 +194,14 @@ shortest / LONE_SPREAD, above their longest x LONE_SPREAD: another kind of graph
 def with_lone_buckets(roles: list[Role], seq: list[int], gpu_us: pd.Series) -> list[Role]:
     """``roles`` with the lone buckets of the launch sequence ``seq`` (module doc); ``gpu_us``:
     median GPU µs per launch by graph id."""
+    if not roles or not seq:
+        return roles
     spans = {}  # position -> the GPU µs a lone graph there may take
     for r in roles:
         times = [t for g in r.graph_ids if np.isfinite(t := float(gpu_us.get(g, np.nan)))]
         if not times:
             return roles
         spans[r.position] = (min(times) / LONE_SPREAD, max(times) * LONE_SPREAD)
-    if not roles or not seq:
-        return roles
     at = {g: r.position for r in roles for g in r.graph_ids}
     lone = _lone_positions(_runs_in_no_role(seq, at, spans, gpu_us), len(roles))
     if not lone:

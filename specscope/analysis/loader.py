@@ -99,7 +99,7 @@ from specscope.analysis.sqlread import (
     read_threads,
     readonly_uri,
 )
-from specscope.analysis.timeshift import export_time_shift, unshift
+from specscope.analysis.timeshift import FAR_NS, export_time_shift, unshift
 from specscope.analysis.validate import as_text, readable_strings
 from specscope.errors import TraceError
 
@@ -217,7 +217,7 @@ class Trace:
         except Exception:  # (a damaged table: as if there were none)
             return None
         duration = rows[0][0] if rows else None
-        return duration if isinstance(duration, int) and 0 < duration < 1 << 62 else None
+        return duration if isinstance(duration, int) and 0 < duration < FAR_NS else None
 
     @cached_property
     def time_shift(self) -> int:

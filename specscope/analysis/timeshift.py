@@ -20,7 +20,9 @@ import numpy as np
 from specscope.analysis.sqlread import NULL_INT
 
 SHIFT_KEY = "EXPORT_CONFIG_TIME_SHIFT"
-_FAR_NS = 1 << 62  # a shift beyond it is no time nsys writes (a damaged value: none taken)
+FAR_NS = 1 << 62
+"""A time (ns) beyond ±FAR_NS (146 years) is none nsys writes: a damaged value (a shift, a
+capture's duration, a row's time)."""
 
 
 def export_time_shift(meta: dict[str, str]) -> int:
@@ -30,7 +32,7 @@ def export_time_shift(meta: dict[str, str]) -> int:
         shift = int(meta.get(SHIFT_KEY, "0"))
     except ValueError:
         return 0
-    return shift if -_FAR_NS < shift < _FAR_NS else 0
+    return shift if -FAR_NS < shift < FAR_NS else 0
 
 
 def unshift(values: np.ndarray, shift: int) -> np.ndarray:

@@ -34,11 +34,11 @@ import pandas as pd
 from specscope.analysis.memory import CHUNK_ROWS, few_distinct, increasing
 from specscope.analysis.readcols import call_ends
 from specscope.analysis.sqlread import NULL_INT
+from specscope.analysis.timeshift import FAR_NS
 
 CAPTURE_SLACK_NS = 1_000_000_000
 """How far outside ``[0, duration]`` of the capture a time may lie (clock skew between CPU and
 GPU timestamps, events recorded while the capture stopped)."""
-_FAR_NS = 1 << 62
 
 
 def capture_bounds(trace) -> tuple[int, int]:
@@ -46,7 +46,7 @@ def capture_bounds(trace) -> tuple[int, int]:
     duration = trace.capture_end  # (None: no table, a damaged one: the wide bounds)
     if duration is not None:
         return -CAPTURE_SLACK_NS, duration + CAPTURE_SLACK_NS
-    return -_FAR_NS, _FAR_NS
+    return -FAR_NS, FAR_NS
 
 
 def bad_times(start: np.ndarray, end: np.ndarray, bounds: tuple[int, int]) -> dict[str, np.ndarray]:

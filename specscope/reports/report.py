@@ -252,17 +252,21 @@ def write_report(
     now: dt.datetime | None = None,
     explanations: Sequence[str] = (),
     helper: Helper | None = None,
-    draw: bool = True,
+    deferred: list[FigureJob] | None = None,
 ) -> dict[str, Path]:
     """Write :data:`FILES` into ``out_dir`` (an existing, empty folder); return their paths.
     ``explanations``: texts of :mod:`specscope.analysis.explain`, shown as they are;
     ``helper``: of :func:`specscope.reports.drawing.drawing_helper`, which draws the figures
-    meanwhile if it can (else they are drawn here); ``draw`` False: the figures are left to the
-    caller (:func:`figure_job`, :func:`specscope.reports.drawing.draw_all`)."""
+    meanwhile if it can (else they are drawn here); ``deferred``: where the figures' job is put
+    instead, for the caller to draw (:func:`specscope.reports.drawing.draw_all`)."""
     now = now or dt.datetime.now(dt.timezone.utc)
     paths = {name: out_dir / name for name in FILES}
-    job = figure_job(out_dir, inputs, labels, views, highlight) if draw else None
-    drawn = job is not None and helper is not None
+    stamp_ = figure_stamp(inputs, labels)
+    frames = [i.analysis.frame for i in inputs]
+    job = FigureJob({n: paths[n] for n in PNGS}, frames, labels, views, highlight, stamp_)
+    if deferred is not None:
+        deferred.append(job)
+    drawn = deferred is None and helper is not None
     drawn = drawn and helper.submit(functools.partial(draw_figures, job, warm=True))
     try:
         paths["summary.md"].write_text(
@@ -273,22 +277,9 @@ def write_report(
         paths["report.html"].write_text(html.render_html(context))
     finally:
         drawn = drawn and helper.wait()  # the figures are in place (or not) before leaving
-    if job is not None and not drawn:
+    if deferred is None and not drawn:
         draw_figures(job)
     return paths
-
-
-def figure_job(
-    out_dir: Path,
-    inputs: Sequence[ResolvedInput],
-    labels: Sequence[str],
-    views: Sequence[MedianStep | None],
-    highlight: str | None,
-) -> FigureJob:
-    """What the figures of the report in ``out_dir`` are drawn from (:data:`PNGS` there)."""
-    frames = [i.analysis.frame for i in inputs]
-    stamp_ = figure_stamp(inputs, labels)
-    return FigureJob({n: out_dir / n for n in PNGS}, frames, labels, views, highlight, stamp_)
 
 
 def _stamp(now: dt.datetime) -> dict[str, str]:
@@ -302,13 +293,10 @@ def write_rank_reports(out_dir: Path, ranks: Sequence[dict]) -> None:
     (``ranks``: the keyword arguments of :func:`write_report` for each, but the folder) and
     the index over them (:func:`write_rank_index`); every rank's figures drawn with one split
     (:func:`specscope.reports.drawing.draw_all`: one child, not one per rank)."""
-    jobs = []
+    jobs: list[FigureJob] = []
     for i, one in enumerate(ranks):
-        rank_dir = out_dir / f"rank{i}"
-        rank_dir.mkdir()
-        write_report(rank_dir, **one, draw=False)
-        keys = ("inputs", "labels", "views", "highlight")
-        jobs.append(figure_job(rank_dir, *(one.get(k) for k in keys)))
+        (out_dir / f"rank{i}").mkdir()
+        write_report(out_dir / f"rank{i}", **one, deferred=jobs)
     draw_all(jobs)
     write_rank_index(
         out_dir, [(f"rank{i}", r["labels"], r["comparisons"]) for i, r in enumerate(ranks)]
