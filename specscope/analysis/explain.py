@@ -3,7 +3,9 @@
 :func:`explain_gap` takes a live analysis and a gap ``gap_us:A->B`` and tells the median step
 by that gap (the step the reports draw, :func:`~specscope.analysis.summary.median_step`):
 
-- the four numbers of :mod:`specscope.analysis.gaps` (busy, idle, host lag, launch latency);
+- the four numbers of :mod:`specscope.analysis.gaps` (busy, idle, host lag, launch latency)
+  and who the gap waited for (:func:`bound`: GPU-, work- or host-bound; work-bound: B,
+  launched after A ended, queued behind GPU work issued before it);
 - the **GPU work inside the gap** ``[a, b]`` (a: last end of A's work, b: first start of B's),
   per kernel name, memcpy direction (``memcpy HtoD``), ``memset`` or graph replay: count and
   µs inside the gap (operations sticking out of it count only their part inside);
@@ -37,6 +39,7 @@ import numpy as np
 import pandas as pd
 
 from specscope.analysis.composition import overlapping, parse_gap
+from specscope.analysis.coverage import ops_coverage
 from specscope.analysis.gaps import anchor_extents
 from specscope.analysis.run import Analysis
 from specscope.analysis.summary import median_step
@@ -71,6 +74,7 @@ class GapStory:
     api_calls: list[Item] = field(default_factory=list)
     os_calls: list[Item] = field(default_factory=list)
     launch_call: str | None = None
+    queued_us: float = math.nan  # GPU busy from B's launch call to B's start (:func:`bound`)
     thread_has_nvtx: bool = False
     os_traced: bool = False  # the export has the OS runtime calls (OSRT_API)
     caveats: list[str] = field(default_factory=list)
@@ -83,7 +87,8 @@ class GapStory:
         data = asdict(self)
         data["numbers"] = {k: _num(v) for k, v in self.numbers.items()}
         data["medians"] = {k: _num(v) for k, v in self.medians.items()}
-        data["bound"] = bound(self.numbers["host_lag_us"])
+        data["queued_us"] = _num(self.queued_us)
+        data["bound"] = bound(self.numbers, self.queued_us)
         data["text"] = story_text(self)
         return data
 
@@ -92,12 +97,29 @@ def _num(x: float) -> float | None:
     return None if x is None or math.isnan(x) else round(float(x), 3)
 
 
-def bound(host_lag_us: float) -> str:
-    """``host``: the GPU waited for the host to issue B; ``gpu``: B was issued before A's work
-    ended (the gap is launch latency); ``unknown`` without B's launch call."""
-    if math.isnan(host_lag_us):
+def bound(numbers: dict[str, float], queued_us: float = math.nan) -> str:
+    """Who the gap waited for, from one step's :data:`NUMBERS` and ``queued_us``, the GPU's
+    busy time from B's launch call L to B's start b (work issued before B, B queued behind it):
+
+    - ``gpu``: B was issued before A's work ended (``host_lag_us`` <= 0; the gap is launch
+      latency and queueing);
+    - ``work``: B was issued after A's work ended, but then waited behind work issued before
+      it for longer than the GPU waited for the host and longer than the GPU idled after the
+      call: ``queued_us`` > the GPU's idle before the call (``host_lag_us - (gap_busy_us -
+      queued_us)``) and > its idle after (``launch_latency_us - queued_us``);
+    - ``host``: else, the GPU idled waiting for the host to issue B (or, where most of the
+      launch latency passed with the GPU idle, for the launch itself: the text gives it);
+    - ``unknown`` without B's launch call.
+
+    Without ``queued_us`` (NaN) a step issued after A's work ended is ``host``."""
+    lag = numbers["host_lag_us"]
+    if math.isnan(lag):
         return "unknown"
-    return "host" if host_lag_us > 0 else "gpu"
+    if lag <= 0:
+        return "gpu"
+    idle_before = lag - (numbers["gap_busy_us"] - queued_us)
+    idle_after = numbers["launch_latency_us"] - queued_us
+    return "work" if queued_us > max(idle_before, idle_after) else "host"
 
 
 def normalise_gap(gap: str) -> str:
@@ -164,6 +186,9 @@ def _fill_details(story: GapStory, a: Analysis) -> None:
     story.work = gpu_work(a.steps.ops, start, end)
     if math.isnan(launch) or tid < 0:
         return
+    if end > launch:  # (the device's work from the launch call on, counted once: the queue)
+        covered = ops_coverage(a.steps)(np.array([end, max(launch, start)], dtype=np.float64))
+        story.queued_us = float(covered[0] - covered[1]) / 1e3
     # the thread's calls that started in the gap or at the launch (no frame of every call)
     mine = a.trace.thread_api(
         a.steps.pid, tid, lambda t, _end, _corr: (t == launch) | ((t >= start) & (t < launch))
@@ -190,16 +215,24 @@ def _items(frame: pd.DataFrame) -> list[Item]:
     return [Item(str(n), int(c), float(u)) for n, (c, u) in g.iterrows()]
 
 
-def op_label(kind: str, name: str, copy_kind: str | None) -> str:
+GRAPH_NODE = " (graph node)"
+"""The mark of an operation a graph replay ran (node mode) in a breakdown: not eager work."""
+
+
+def op_label(kind: str, name: str, copy_kind: str | None, in_graph: bool = False) -> str:
     """How a GPU operation is named in a breakdown: the kernel's name, ``memcpy HtoD``,
-    ``memset``, ``graph N replay``."""
+    ``memset``, ``graph N replay``; a node of a replay (``in_graph``, node mode) marked
+    :data:`GRAPH_NODE` (``nvjet_... (graph node)``), as the replays of one graph overlap the
+    gap after another's in a capture whose graphs run on several streams."""
     if kind == "memcpy":
-        return f"memcpy {_COPY.get(copy_kind, 'other')}"
-    if kind == "memset":
-        return "memset"
-    if kind == "graph":
+        label = f"memcpy {_COPY.get(copy_kind, 'other')}"
+    elif kind == "memset":
+        label = "memset"
+    elif kind == "graph":
         return name.strip("[]").replace("CUDA graph", "graph") + " replay"
-    return name
+    else:
+        label = name
+    return label + GRAPH_NODE if in_graph else label
 
 
 def gpu_work(ops: pd.DataFrame, start: float, end: float) -> list[Item]:
@@ -211,10 +244,10 @@ def gpu_work(ops: pd.DataFrame, start: float, end: float) -> list[Item]:
     sel = overlapping(ops, start, end)  # (a chunk at a time: no mask of every operation)
     o = ops.iloc[sel]
     labels = [
-        op_label(k, n, c)
-        for k, n, c in zip(
+        op_label(k, n, c, g)
+        for k, n, c, g in zip(
             o["kind"].astype(str), o["name"].astype(str), o["copy_kind"].astype(object),
-            strict=True,
+            o["in_graph"].to_numpy(), strict=True,
         )
     ]  # fmt: skip
     us = (np.minimum(e[sel], end) - np.maximum(s[sel], start)) / 1e3
@@ -358,9 +391,10 @@ def _who_waited(s: GapStory) -> str:
     a, b = s.pair
     lag, latency = s.numbers["host_lag_us"], s.numbers["launch_latency_us"]
     call = f" ({s.launch_call} to first GPU start)" if s.launch_call else ""
-    if bound(lag) == "unknown":
+    verdict = bound(s.numbers, s.queued_us)
+    if verdict == "unknown":
         return f"{b}'s launch call was not recorded"
-    if bound(lag) == "gpu":
+    if verdict == "gpu":
         return (
             f"GPU-bound: {b} was launched {-lag:.1f} µs before {a}'s GPU work ended (the host "
             f"was ahead); launch latency {_us(latency)}{call}"
@@ -380,6 +414,12 @@ def _who_waited(s: GapStory) -> str:
     elif s.os_traced:  # (the thread ran: it did not block in a traced call)
         told.append("no OS runtime call traced on that thread meanwhile")
     calls = f" ({'; '.join(told)})" if told else ""
+    if verdict == "work":
+        return (
+            f"work-bound: {b} was launched {lag:.1f} µs after {a}'s GPU work ended{where}"
+            f"{calls}, then queued {_us(s.queued_us)} behind GPU work issued before it; "
+            f"launch latency {_us(latency)}{call}"
+        )
     return (
         f"host-bound: {b} was launched {lag:.1f} µs after {a}'s GPU work ended{where}{calls}; "
         f"launch latency {_us(latency)}{call}"
@@ -392,7 +432,7 @@ def story_text(s: GapStory) -> str:
     n = s.numbers
     busy = f"{_us(n['gap_busy_us'])}"
     if s.work:
-        eager = all(not i.name.endswith(" replay") for i in s.work)
+        eager = all(not i.name.endswith((" replay", GRAPH_NODE)) for i in s.work)
         busy = f"{'eager ' if eager else ''}work {busy} ({_list(s.work)})"
     else:
         busy = f"work {busy}"
@@ -439,7 +479,7 @@ def change_text(c: GapChange) -> str:
     a, b = c.before.pair
     m0, m1 = c.before.medians, c.after.medians
     nums = ", ".join(f"{_SHORT[k]} {_arrow(m0[k], m1[k])}" for k in NUMBERS)
-    b0, b1 = bound(c.before.numbers["host_lag_us"]), bound(c.after.numbers["host_lag_us"])
+    b0, b1 = (bound(x.numbers, x.queued_us) for x in (c.before, c.after))
     host = (
         f"{_changed(_item_changes(c.before.phases, c.after.phases))}; API calls: "
         f"{_changed(_item_changes(c.before.api_calls, c.after.api_calls), calls=True)}"

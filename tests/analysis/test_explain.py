@@ -60,6 +60,36 @@ def test_host_bound_step(write_export):
     assert s.to_json()["bound"] == "host"
 
 
+def test_work_bound_step(write_export):
+    """B is launched 0.3 µs after A ends, but a copy issued before it runs on for 1.2 µs
+    after that: B queues behind the copy (1.2 µs) longer than the GPU idled before the call
+    (0.1 µs) or after it (0.05 µs)::
+
+        CPU  |A|  launch@200    copy@2050-2080  |B 2290-2400| launch@2300
+        GPU      [a_k 1000-2000]  [htod 2100-3500]             [b_k 3550-4000]
+    """
+    x = SyntheticExport()
+    x.range("step", 0, 9000)
+    x.range("A", 100, 400)
+    x.kernel("a_k", 1000, 2000, x.api("cudaLaunchKernel", 200, 250))
+    x.memcpy("htod", 1 << 20, 2100, 3500, x.api("cudaMemcpyAsync", 2050, 2080))
+    x.range("B", 2290, 2400)
+    x.kernel("b_k", 3550, 4000, x.api("cudaLaunchKernel", 2300, 2330))
+    s = explain_gap(analyze(write_export(x), StepSpec("step", ("A", "B"))), "A->B")
+    assert s.numbers["host_lag_us"] == pytest.approx(0.3)
+    assert s.numbers["gap_busy_us"] == pytest.approx(1.4)
+    assert s.numbers["launch_latency_us"] == pytest.approx(1.25)
+    assert s.queued_us == pytest.approx(1.2)
+    data = s.to_json()
+    assert data["bound"] == "work" and data["queued_us"] == pytest.approx(1.2)
+    assert "work-bound: B was launched 0.3 µs after A's GPU work ended" in data["text"]
+    assert "then queued 1.2 µs behind GPU work issued before it" in data["text"]
+    # the copy ends at 2500 instead: 0.2 µs queued, 1.05 µs of launch latency with the GPU
+    # idle (B would have waited as long without the copy): not work-bound
+    s.queued_us, s.numbers["gap_busy_us"] = 0.2, 0.4
+    assert s.to_json()["bound"] == "host"
+
+
 def _with_os_calls(path, calls: list[tuple[str, int, int, int]]) -> None:
     """Add an ``OSRT_API`` table (nsys ``-t osrt``) of ``calls``: (name, start, end, tid
     offset from the launching thread's), as nsys 2025 writes it."""

@@ -313,3 +313,44 @@ def test_prefills_between_graph_decodes_without_options(mode: str) -> None:
     assert f["eager_memcpy_htod"].tolist() == [0] + [2 if k in after else 1 for k in range(1, 42)]
     assert (f["graph_launches"] == 1).all()
     assert (f.loc[after, "busy_us"] > 2 * f["busy_us"].median()).all()
+
+
+def test_copies_and_a_memset_inside_graph_replays_are_not_eager() -> None:
+    """``scripts/real/stream_graphs.py copies 40`` in node mode: each replay runs a D2D copy, an
+    H2D copy from pinned memory and a memset beside its 13 kernels (the ``nsys stats`` CSVs
+    count them: 80 H2D copies, 40 of each other); only the step's own H2D input copy and D2H
+    token copy are eager (step 0 starts at its replay's launch: it has neither)."""
+    p = _only("graph_copies_node")
+    assert "CUDA graph launch cycle [1] × 40" in p.choice
+    f = p.analysis.frame
+    assert f["eager_memcpy"].tolist() == [0] + [2] * 39
+    assert f["eager_memcpy_dtod"].sum() == 0 and f["eager_memset"].sum() == 0
+    assert (f["graph_kernels"] == 13).all()
+
+
+@pytest.mark.parametrize("mode", ["graph", "node"])
+def test_graphs_overlapping_on_two_streams(mode: str) -> None:
+    """``scripts/real/stream_graphs.py overlap 40 32768``: two graphs per step, one micro-batch
+    each, replayed on two streams and overlapping on the GPU; then the next step's inputs are
+    copied in (32 MiB each, about 1.2 ms) before its replays. role1 -> role2 is an overlap (a
+    negative gap, no busy or idle time in it); role2 -> role1 is mostly those copies, which
+    the next role1 queues behind though it is launched after role2 ended: work-bound, not
+    host-bound. The replays reach into that gap (role1's outlasts role2's; the next role2
+    starts before the next role1): graph replays in graph mode, their graph nodes in node mode,
+    and in neither eager work."""
+    from specscope.analysis.explain import GRAPH_NODE, explain_gap
+
+    p = _only(f"stream_overlap_{mode}")
+    assert "CUDA graph launch cycle [1, 4] × 40" in p.choice
+    f = p.analysis.frame
+    assert (f["gap_us:role1->role2"] < 0).all()
+    assert (f["gap_busy_us:role1->role2"] == 0).all() and (f["gap_idle_us:role1->role2"] == 0).all()
+    s = explain_gap(p.analysis, "role2->role1")
+    n = s.numbers
+    assert 0 < n["host_lag_us"] < n["gap_busy_us"] and n["gap_idle_us"] < 0.2 * n["gap_us"]
+    assert s.queued_us > 0.8 * n["launch_latency_us"]  # (B waited in the queue, not launching)
+    data = s.to_json()
+    assert data["bound"] == "work" and "work-bound: role1 was launched" in data["text"]
+    assert s.work[0].name == "memcpy HtoD" and s.work[0].count == 2
+    mark = GRAPH_NODE if mode == "node" else " replay"
+    assert any(i.name.endswith(mark) for i in s.work) and "eager work" not in data["text"]
