@@ -7,7 +7,8 @@
 #
 # Each shape at 8 tokens, where the host's launch calls outlast each replay's GPU work, and
 # fork and overlap again at 32768 tokens (NAME_big), where the GPU work of the two streams
-# (overlap: of the two graphs) overlaps.
+# (overlap: of the two graphs) overlaps. Then an eager MLP under PyTorch's own NVTX ranges
+# (emit_nvtx.py: torch.autograd.profiler.emit_nvtx, a range per operator with its shapes).
 #
 # Writes OUT_DIR/sweep_streams.log (per export and command: exit status, "TRACEBACK" for a
 # crash, the last line of stderr; then zero-config's table of each export) and
@@ -30,6 +31,8 @@ for run in fork:8 overlap:8 copies:8 fork:32768 overlap:32768; do
     grep -h "^shape" "$name.rec.log" >>"$log"
   done
 done
+sweep_record emit_nvtx -t cuda,nvtx "${range[@]}" python3 "$real/emit_nvtx.py" 30
+grep -h "^steps" emit_nvtx.rec.log >>"$log"
 for f in *.sqlite; do
   "$NSYS" stats -r cuda_gpu_kern_sum,cuda_gpu_mem_time_sum -f csv -o "${f%.sqlite}" "$f" \
     >/dev/null 2>&1

@@ -91,6 +91,7 @@ from specscope.analysis.opsread import (
 from specscope.analysis.opsread import PID_MASK as _PID_MASK
 from specscope.analysis.pagerelease import only_here, read_once
 from specscope.analysis.parallel import beside
+from specscope.analysis.rangenames import range_name
 from specscope.analysis.readcols import call_ends, ends_given_back
 from specscope.analysis.sqlread import (
     SQLITE_MAGIC,
@@ -385,19 +386,25 @@ class Trace:
             read.clear()
         del read
         progress.report("NVTX ranges", 1, 1)
-        # Names are codes: StringIds ids, or -2 - i for the i-th distinct explicit ``text``.
+        # Names are codes: StringIds ids, or -2 - i for the i-th distinct explicit ``text``
+        # once named (:func:`.rangenames.range_name`: PyTorch's emit_nvtx gives each range a
+        # text of its own, a million distinct texts in a long capture, eight names)
         text = nvtx_text(have)
         rows = self.query(
             f"SELECT rowid, {text} FROM NVTX_EVENTS WHERE {text} IS NOT NULL AND {NVTX_TYPES}"
-        )
-        texts = {r: as_text(v) for r, v in rows}  # a damaged export's blob as text too
-        distinct = sorted(set(texts.values()))
-        if distinct:
-            text_code = {t: -2 - i for i, t in enumerate(distinct)}
+            " ORDER BY rowid"
+        )  # (a damaged export's blob read as text too)
+        names = np.array([range_name(as_text(v)) for _, v in rows], dtype=object)
+        named, distinct = pd.factorize(names, sort=True)
+        if len(distinct):  # (each read row with a text: its row among those, by rowid)
             idx = np.flatnonzero(has_text)
+            ids = np.fromiter((r for r, _ in rows), dtype=np.int64, count=len(rows))
+            at = np.minimum(np.searchsorted(ids, rowid[idx]), len(ids) - 1)
+            found = ids[at] == rowid[idx]
             code = code if code.flags.writeable else code.copy()
-            code[idx] = [text_code[texts[int(r)]] for r in rowid[idx]]
-        del has_text, rowid, rows, texts
+            code[idx[found]] = -2 - named[at[found]]
+        distinct = list(distinct)
+        del has_text, rowid, rows, names, named
         strings = self.strings
 
         def label(c: int) -> str:
@@ -425,7 +432,7 @@ class Trace:
         del kept_gtid
         domain_key = (pid.astype(np.int64) << 32) | domain_id[keep]
         del domain_id
-        name = labelled(code[keep], label)
+        name = labelled(code[keep], lambda c: range_name(label(c)))  # (emit_nvtx's suffixes)
         del code
         domain = labelled(domain_key, lambda k: domains.get(k, ""))
         del domain_key

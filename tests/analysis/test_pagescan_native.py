@@ -10,6 +10,7 @@ import os
 import sqlite3
 import subprocess
 import sys
+from contextlib import closing
 from pathlib import Path
 
 import numpy as np
@@ -92,9 +93,26 @@ def test_every_table_of_the_exports_reads_the_same(path, built, monkeypatch):
         if (scan := _scan_of(path, table)) is not None:
             fast, total = _compare(scan, monkeypatch)
             read += fast
-            if table != "StringIds":  # (the GPU and API tables: all in the usual case)
-                assert fast == total, table
+            if table != "StringIds" and not _long_texts(path, table):  # (the usual case:
+                assert fast == total, table  # the GPU and API tables, NVTX without long texts)
     assert read  # the fast path did read here
+
+
+def _long_texts(path: Path, table: str) -> bool:
+    """Whether ``table`` is NVTX_EVENTS with a ``text`` of over 57 bytes: its record header
+    then holds a serial type of two bytes, which the fast path leaves to numpy (PyTorch's
+    ``emit_nvtx`` names, ``tests/data/real/emit_nvtx.sqlite``)."""
+    if table != "NVTX_EVENTS":
+        return False
+    with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as con:
+        if "text" not in {r[1] for r in con.execute("PRAGMA table_info(NVTX_EVENTS)")}:
+            return False
+        return (
+            con.execute("SELECT max(length(CAST(text AS BLOB))) > 57 FROM NVTX_EVENTS").fetchone()[
+                0
+            ]
+            == 1
+        )
 
 
 def _random_table(path: Path, rng, page_size: int, n: int) -> Path:

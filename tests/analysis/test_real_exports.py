@@ -354,3 +354,21 @@ def test_graphs_overlapping_on_two_streams(mode: str) -> None:
     assert s.work[0].name == "memcpy HtoD" and s.work[0].count == 2
     mark = GRAPH_NODE if mode == "node" else " replay"
     assert any(i.name.endswith(mark) for i in s.work) and "eager work" not in data["text"]
+
+
+def test_pytorch_emit_nvtx_ranges_are_named_by_their_operator() -> None:
+    """``scripts/real/emit_nvtx.py 30``: an eager MLP under ``torch.autograd.profiler.emit_nvtx
+    (record_shapes=True)``, whose every range name carries its operator id and shapes. Named by
+    their operator, the ranges recur: 8 names where there were 840 (one per range), 120
+    ``aten::linear`` ranges (4 per step), 7 ``cpu_us:`` metrics where there were 784 (one per
+    call, in one step each)."""
+    from specscope.analysis.auto import analyze_processes
+
+    trace = load(DATA / "real/emit_nvtx.sqlite")
+    counts = trace.nvtx["name"].value_counts()
+    assert len(counts) == 8 and counts["aten::linear"] == 120 and counts["aten::argmax"] == 30
+    (p,) = analyze_processes(trace.path).processes
+    assert "kernel 'reduce_kernel' launched once per ~9" in p.choice
+    cpu = sorted(c for c in p.analysis.frame.columns if c.startswith("cpu_us:"))
+    # (each aten::argmax range holds its step's marker launch, so it straddles two steps)
+    assert "cpu_us:aten::linear" in cpu and len(cpu) == 7
