@@ -70,7 +70,7 @@ from specscope.analysis.loader import (
 from specscope.analysis.memory import dense, dense_rows, give_back
 from specscope.analysis.pairs import pair_columns
 from specscope.analysis.spec import anchor_pairs
-from specscope.analysis.stepkinds import odd_steps_note
+from specscope.analysis.stepkinds import long_steps_note, odd_steps_note
 from specscope.analysis.steps import Steps, interval_index, kept_position
 from specscope.analysis.validate import no_launch_note
 
@@ -191,7 +191,7 @@ def per_step_metrics(
     out = _joined(out, cols)
     steps.__dict__.pop("_coverage", None)  # (only the metrics above query it: 4 B per op)
     give_back(rows)
-    notes = list(steps.notes) + odd_steps_note(out)
+    notes = list(steps.notes) + odd_steps_note(out) + long_steps_note(out)
     if patterns and trace.capture_mode is CaptureMode.GRAPH:
         notes.append(
             "graph mode: kernels:/kernel_us: count eager launches only (kernels inside graph "

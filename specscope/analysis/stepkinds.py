@@ -14,6 +14,17 @@ the means, the p90 and the max do not. :func:`odd_steps_note` says so::
 noted where the steps are at least :data:`MIN_STEPS` and at least one of them, at most
 :data:`MAX_SHARE` of them, are odd. Steps whose eager work merely varies (a batch-size change,
 copies that come and go) stay well inside that bound and are not noted.
+
+Steps that took far longer than the usual step, whatever their work, are another such kind: a
+pause or a one-time cost lies in them. Most real captures have one among their first steps
+(a kernel's module loaded on its first launch, ``cuLibraryLoadData``: 18 ms in
+``tests/data/real/stream_overlap_graph.sqlite``'s step 1, against 1.9 ms for the median step); a
+server's capture has them where it waited for requests. :func:`long_steps_note` says so::
+
+    long step: cpu_step_us > max(LONG_FACTOR * median, median + LONG_MORE_US)
+
+with the same bounds on the number of steps and on their share; where every long step is
+among the first :data:`FIRST_STEPS` kept, it names the ``--skip`` that drops them.
 """
 
 from __future__ import annotations
@@ -26,6 +37,9 @@ MIN_STEPS = 8  # fewer steps: no median to stand for "the usual step"
 MAX_SHARE = 0.25  # more odd steps than this share: no usual step to tell them from
 SHOWN = 6  # step numbers named in the note, at most
 _COUNTS = ("eager_kernels", "eager_memcpy", "eager_memset")
+LONG_FACTOR = 10  # a long step: more than this many times the median step's host time
+LONG_MORE_US = 1000.0  # and more than this much longer (µs): no note on steps of a few µs
+FIRST_STEPS = 3  # long steps all among the first these many kept: --skip named
 
 
 def odd_steps_note(frame: pd.DataFrame) -> list[str]:
@@ -40,11 +54,53 @@ def odd_steps_note(frame: pd.DataFrame) -> list[str]:
         return []
     lo, hi = int(ops[odd].min()), int(ops[odd].max())
     many = f"{lo}" if lo == hi else f"{lo}-{hi}"
-    steps = [str(s) for s in frame.index[odd][:SHOWN]]
-    named = ", ".join(steps) + (", ..." if len(odd) > SHOWN else "")
     return [
         f"{len(odd)} of {len(ops)} steps launched more eager GPU work than the median step "
-        f"({many} eager operations against {median:g}: steps {named}): another kind of step "
-        "among them (a prefill between decodes, say); the medians stand for the usual step, "
+        f"({many} eager operations against {median:g}: {_named(frame.index[odd])}): another "
+        "kind of step among them (a prefill between decodes, say); the medians stand for the "
+        "usual step, "
         "the means, p90 and max include these"
     ]
+
+
+def long_steps_note(frame: pd.DataFrame) -> list[str]:
+    """The note on the long steps of per-step metrics ``frame`` (module doc), or none."""
+    if "cpu_step_us" not in frame.columns or len(frame) < MIN_STEPS:
+        return []
+    us = frame["cpu_step_us"].to_numpy(dtype=np.float64)
+    if np.isnan(us).any():
+        return []
+    median = float(np.median(us))
+    long = np.flatnonzero(us > max(LONG_FACTOR * median, median + LONG_MORE_US))
+    if not len(long) or len(long) > MAX_SHARE * len(us):
+        return []
+    skip = ""
+    if long[-1] < FIRST_STEPS:
+        skip = f"; --skip {int(frame.index[long[-1]]) + 1} drops them"
+    return [
+        f"{len(long)} of {len(us)} steps took over {LONG_FACTOR}x the median step on the host "
+        f"({_span(us[long])} against {_time(median)}: {_named(frame.index[long])}): a pause or "
+        "a one-time cost lies in them (a kernel's module loaded on its first launch, a server "
+        "waiting for requests); the medians stand for the usual step, the means, p90 and max "
+        f"include these{skip}"
+    ]
+
+
+def _named(steps: pd.Index) -> str:
+    """``step 6`` or ``steps 6, 13, ...`` (up to :data:`SHOWN` numbers)."""
+    shown = ", ".join(str(s) for s in steps[:SHOWN]) + (", ..." if len(steps) > SHOWN else "")
+    return f"step {shown}" if len(steps) == 1 else f"steps {shown}"
+
+
+def _time(us: float) -> str:
+    return f"{us / 1e3:.1f} ms" if us >= 1000 else f"{us:.1f} µs"
+
+
+def _span(us: np.ndarray) -> str:
+    """``43.2 ms``, ``28.6-85.3 ms`` (µs values)."""
+    lo, hi = _time(us.min()), _time(us.max())
+    if lo == hi:
+        return lo
+    if lo.split()[1] == hi.split()[1]:  # (one unit: said once)
+        return f"{lo.split()[0]}-{hi}"
+    return f"{lo}-{hi}"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 from testdata import DATA
 
-from specscope.analysis.stepkinds import odd_steps_note
+from specscope.analysis.stepkinds import long_steps_note, odd_steps_note
 
 
 def _frame(kernels: list[int], memcpy: int = 1, start: int = 0) -> pd.DataFrame:
@@ -51,3 +51,52 @@ def test_prefills_among_decodes_of_a_real_export_are_noted():
     assert len(notes) == 1 and "steps 7, 14, 21, 28, 35" in notes[0]
     (q,) = analyze_processes(DATA / "real/overlap_thread.sqlite").processes
     assert not any("another kind of step" in n for n in q.analysis.notes)
+
+
+def _host(us: list[float], start: int = 0) -> pd.DataFrame:
+    return pd.DataFrame(
+        {"cpu_step_us": us}, index=pd.RangeIndex(start, start + len(us), name="step")
+    )
+
+
+def test_a_few_long_steps_are_noted():
+    us = [100.0] * 20
+    us[1] = 43_200.0  # (a module loaded on a kernel's first launch)
+    (note,) = long_steps_note(_host(us))
+    assert note.startswith("1 of 20 steps took over 10x the median step on the host (43.2 ms")
+    assert "against 100.0 µs: step 1)" in note and note.endswith("; --skip 2 drops them")
+    us[1], us[9], us[12] = 1_200.0, 28_600.0, 85_300.0  # (later: no --skip to name)
+    (note,) = long_steps_note(_host(us, start=3))
+    assert "(1.2-85.3 ms against 100.0 µs: steps 4, 12, 15)" in note and "--skip" not in note
+
+
+def test_what_is_no_long_step_is_not_noted():
+    assert long_steps_note(_host([100.0] * 20)) == []  # all alike
+    assert long_steps_note(_host([100.0] * 19 + [1_000.0])) == []  # 10x: not over it
+    assert long_steps_note(_host([10.0] * 19 + [900.0])) == []  # 90x but under 1 ms more
+    assert long_steps_note(_host([100.0] * 14 + [9_000.0] * 6)) == []  # over a quarter
+    assert long_steps_note(_host([100.0] * 6 + [9_000.0])) == []  # too few steps to tell
+    assert long_steps_note(_host([100.0] * 19 + [float("nan")])) == []  # a step without it
+    assert long_steps_note(pd.DataFrame({"busy_us": [1.0] * 10})) == []  # no host time
+
+
+def test_first_steps_of_real_exports_are_noted():
+    """Real captures' first steps: a module loaded on an argmax's first launch (the step of
+    the replay after it), the first graph replays."""
+    from specscope.analysis.auto import analyze_processes
+
+    for name, words in [
+        (
+            "stream_overlap_graph",
+            "1 of 40 steps took over 10x the median step on the host (43.8 ms",
+        ),
+        (
+            "piecewise_graphs",
+            "2 of 40 steps took over 10x the median step on the host (28.6-85.3 ms",
+        ),
+    ]:
+        (p,) = analyze_processes(DATA / f"real/{name}.sqlite").processes
+        (note,) = [n for n in p.analysis.notes if "took over 10x" in n]
+        assert note.startswith(words) and note.endswith("--skip 2 drops them"), name
+    (q,) = analyze_processes(DATA / "real/torch_compile.sqlite").processes
+    assert not any("took over 10x" in n for n in q.analysis.notes)
