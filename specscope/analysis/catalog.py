@@ -26,6 +26,39 @@ from functools import cache
 
 # CUDA API calls counted per step (``api_calls:NAME``).
 API_CALLS = ("cudaMemcpyAsync", "cudaLaunchKernel", "cudaGraphLaunch")
+
+# ``api_calls:NAME`` counts every call of NAME's family: the runtime function, its driver-API
+# twins (Triton, CUTLASS and JAX launch through the driver) and variants; per-thread-stream
+# (``_ptsz``/``_ptds``) forms are folded into their function by the loader.
+API_FAMILIES: dict[str, tuple[str, ...]] = {
+    "cudaMemcpyAsync": (
+        "cudaMemcpyAsync",
+        "cudaMemcpy2DAsync",
+        "cudaMemcpy3DAsync",
+        "cudaMemcpyPeerAsync",
+        "cudaMemcpyToSymbolAsync",
+        "cudaMemcpyFromSymbolAsync",
+        "cuMemcpyAsync",
+        "cuMemcpyHtoDAsync",
+        "cuMemcpyDtoHAsync",
+        "cuMemcpyDtoDAsync",
+        "cuMemcpy2DAsync",
+        "cuMemcpy3DAsync",
+        "cuMemcpyPeerAsync",
+    ),
+    "cudaLaunchKernel": (
+        "cudaLaunchKernel",
+        "cudaLaunchKernelExC",
+        "cudaLaunchCooperativeKernel",
+        "cuLaunchKernel",
+        "cuLaunchKernelEx",
+        "cuLaunchCooperativeKernel",
+        "cuLaunchGrid",
+        "cuLaunchGridAsync",
+    ),
+    "cudaGraphLaunch": ("cudaGraphLaunch", "cuGraphLaunch"),
+}
+assert tuple(API_FAMILIES) == API_CALLS
 COPY_DIRECTIONS = ("htod", "dtoh", "dtod", "other")  # loader.EAGER_COPY_KINDS, in its order
 
 

@@ -37,10 +37,10 @@ ones only, since the kernels inside a graph replay are not recorded there) and
 collectives, waiting for the others included),
 ``api_calls:NAME`` (CUDA API calls of NAME's family started inside the step range on its thread:
 ``cudaLaunchKernel`` counts ``cuLaunchKernel[Ex]`` too, ``cudaMemcpyAsync`` the ``cuMemcpy*Async``
-calls, ``cudaGraphLaunch`` ``cuGraphLaunch``; see ``API_FAMILIES``). Unified-memory migrations
-(memcpy kinds ``Unified Host-to-Device`` ...) are page moves the driver starts on a fault or a
-prefetch, not copies a step launched: they are never eager memcpys (``--totals`` lists them under
-their ``nsys stats`` names).
+calls, ``cudaGraphLaunch`` ``cuGraphLaunch``; see :data:`.catalog.API_FAMILIES`).
+Unified-memory migrations (memcpy kinds ``Unified Host-to-Device`` ...) are page moves the driver
+starts on a fault or a prefetch, not copies a step launched: they are never eager memcpys
+(``--totals`` lists them under their ``nsys stats`` names).
 
 Units, directions and PR names of these metrics: :mod:`specscope.analysis.catalog`.
 
@@ -57,7 +57,12 @@ import numpy as np
 import pandas as pd
 
 from specscope.analysis import opsums
-from specscope.analysis.catalog import API_CALLS, gpu_metrics, unit  # noqa: F401 (unit: re-exported)
+from specscope.analysis.catalog import (  # noqa: F401 (unit: re-exported)
+    API_CALLS,
+    API_FAMILIES,
+    gpu_metrics,
+    unit,
+)
 from specscope.analysis.coverage import coverage_beside, ops_coverage
 from specscope.analysis.loader import (
     CHUNK_ROWS,
@@ -75,39 +80,6 @@ from specscope.analysis.steps import Steps, interval_index, kept_position
 from specscope.analysis.validate import no_launch_note
 
 _GPU_METRICS = tuple(gpu_metrics())  # NaN without CUDA data (catalog: needs_cuda)
-
-# ``api_calls:NAME`` counts every call of NAME's family: the runtime function, its driver-API
-# twins (Triton, CUTLASS and JAX launch through the driver) and variants; per-thread-stream
-# (``_ptsz``/``_ptds``) forms are folded into their function by the loader.
-API_FAMILIES: dict[str, tuple[str, ...]] = {
-    "cudaMemcpyAsync": (
-        "cudaMemcpyAsync",
-        "cudaMemcpy2DAsync",
-        "cudaMemcpy3DAsync",
-        "cudaMemcpyPeerAsync",
-        "cudaMemcpyToSymbolAsync",
-        "cudaMemcpyFromSymbolAsync",
-        "cuMemcpyAsync",
-        "cuMemcpyHtoDAsync",
-        "cuMemcpyDtoHAsync",
-        "cuMemcpyDtoDAsync",
-        "cuMemcpy2DAsync",
-        "cuMemcpy3DAsync",
-        "cuMemcpyPeerAsync",
-    ),
-    "cudaLaunchKernel": (
-        "cudaLaunchKernel",
-        "cudaLaunchKernelExC",
-        "cudaLaunchCooperativeKernel",
-        "cuLaunchKernel",
-        "cuLaunchKernelEx",
-        "cuLaunchCooperativeKernel",
-        "cuLaunchGrid",
-        "cuLaunchGridAsync",
-    ),
-    "cudaGraphLaunch": ("cudaGraphLaunch", "cuGraphLaunch"),
-}
-assert tuple(API_FAMILIES) == API_CALLS  # the catalog's api_calls: metrics
 
 
 @dataclass

@@ -19,6 +19,7 @@ from matplotlib import rc_context
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
+from specscope.analysis.catalog import API_FAMILIES
 from specscope.analysis.composition import GapTimeline, MedianStep, OpCategory
 from specscope.reports.style import (
     ANCHOR_COLOURS,
@@ -44,7 +45,9 @@ OVERFLOW_ROW = -2.26  # one line naming the gaps whose labels found no room abov
 HOST_TOP = -3.0  # the first NVTX depth; deeper ones and the API calls below
 HOST_ROW = 0.55
 MAX_DEPTH = 3
-LAUNCH_CALLS = ("cudaGraphLaunch", "cudaLaunchKernel", "cuLaunchKernel", "cuLaunchKernelEx")
+# the launch calls (drawn dark): every kernel and graph launch call, runtime and driver API
+# alike (cuLaunchKernelEx: cuBLASLt, Triton; cudaLaunchKernelExC; cuGraphLaunch: JAX)
+LAUNCH_CALLS = frozenset(API_FAMILIES["cudaLaunchKernel"] + API_FAMILIES["cudaGraphLaunch"])
 NO_OPERATIONS = "{}: no operations stored (a results-database run keeps per-step metrics only)"
 
 

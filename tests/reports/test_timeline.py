@@ -221,3 +221,17 @@ def test_gap_panels_take_their_anchor_colour_in_every_figure(tmp_path, monkeypat
     assert sorted(by_title.values()) == sorted(
         [ANCHOR_LINES[colours["b"]], ANCHOR_LINES[colours["c"]]]
     )
+
+
+@pytest.mark.parametrize(
+    "name, launch",
+    [("cudaLaunchKernel", True), ("cudaLaunchKernelExC", True), ("cuLaunchKernelEx", True),
+     ("cudaGraphLaunch", True), ("cuGraphLaunch", True), ("cudaMemcpyAsync", False),
+     ("cudaStreamSynchronize", False), ("cuKernelGetName", False)],
+)  # fmt: skip
+def test_every_launch_call_is_drawn_as_one(name: str, launch: bool) -> None:
+    """Launch calls of the driver API (cuBLASLt's and Triton's ``cuLaunchKernelEx``, JAX's
+    ``cuGraphLaunch``) and ``cudaLaunchKernelExC`` are drawn as launch calls too."""
+    from specscope.reports.timeline import _call_colour
+
+    assert (_call_colour(name) == "#333333") == launch
