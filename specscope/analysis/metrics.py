@@ -159,7 +159,11 @@ def per_step_metrics(
     attribution = gaps.gap_attribution(steps, ext)
     give_back(rows)
     cols.update((col, attribution[col].to_numpy()) for col in attribution.columns)
-    cols.update(_api_metrics(trace, steps))
+    api = _api_metrics(trace, steps)
+    if not trace.has("CUPTI_ACTIVITY_KIND_RUNTIME"):  # (unknown, not none: a partial export)
+        api = {col: np.full(len(steps.kept), np.nan) for col in api}
+        unavailable |= dict.fromkeys(api, NO_API_CALLS)
+    cols.update(api)
     out = _joined(out, cols)
     steps.__dict__.pop("_coverage", None)  # (only the metrics above query it: 4 B per op)
     give_back(rows)
@@ -170,6 +174,12 @@ def per_step_metrics(
             "replays are not recorded; --cuda-graph-trace=node shows them)"
         )
     return StepMetrics(out, unavailable, notes, window_start)
+
+
+NO_API_CALLS = (
+    "the export has no CUDA API calls (no CUPTI_ACTIVITY_KIND_RUNTIME table: exported with "
+    "nsys export --tables?); export the report again with them"
+)
 
 
 def _host_metrics(trace: Trace, steps: Steps) -> pd.DataFrame:

@@ -372,3 +372,28 @@ def test_pytorch_emit_nvtx_ranges_are_named_by_their_operator() -> None:
     cpu = sorted(c for c in p.analysis.frame.columns if c.startswith("cpu_us:"))
     # (each aten::argmax range holds its step's marker launch, so it straddles two steps)
     assert "cpu_us:aten::linear" in cpu and len(cpu) == 7
+
+
+def test_an_export_without_cuda_api_calls(tmp_path) -> None:
+    """``nsys export --tables`` of the GPU tables alone (``scripts/real/export_variants.sh``:
+    ``tables_gpu``) leaves no CUDA API calls: no launch to tie a step to, so the whole capture
+    is one window, and the API-call counts are unknown (NaN, said why), not 0."""
+    import shutil
+    import sqlite3
+    from contextlib import closing
+
+    from specscope.analysis.auto import analyze_processes
+    from specscope.analysis.metrics import NO_API_CALLS
+
+    path = tmp_path / "gpu_tables.sqlite"
+    shutil.copyfile(DATA / "real/mixed_graph.sqlite", path)
+    with closing(sqlite3.connect(path)) as con:
+        con.execute("DROP TABLE CUPTI_ACTIVITY_KIND_RUNTIME")
+        con.commit()
+    (p,) = analyze_processes(path).processes
+    assert p.choice.startswith("the whole capture as one window")
+    m = p.analysis.metrics
+    api = [c for c in m.frame.columns if c.startswith("api_calls:")]
+    assert len(api) == 3 and m.frame[api].isna().all().all()
+    assert all(m.unavailable[c] == NO_API_CALLS for c in api)
+    assert m.frame.loc[0, "eager_kernels"] > 0  # (the GPU side is all there)
