@@ -397,3 +397,20 @@ def test_an_export_without_cuda_api_calls(tmp_path) -> None:
     assert len(api) == 3 and m.frame[api].isna().all().all()
     assert all(m.unavailable[c] == NO_API_CALLS for c in api)
     assert m.frame.loc[0, "eager_kernels"] > 0  # (the GPU side is all there)
+
+
+def test_transformers_static_cache_generate_without_options() -> None:
+    """``scripts/real/hf_static.py 2``: transformers' ``generate`` with a static KV cache, whose
+    decoding forward transformers compiles itself (CUDA graph trees). The second call replays
+    a graph recorded again inside the capture (7, beside the first call's 4): both are one
+    role, 23 decode steps each; the step holding the second call's prefill and recording is
+    noted as another kind of step."""
+    p = _only("hf_static")
+    assert "CUDA graph launch cycle [4] × 23, [7] × 23" in p.choice
+    assert "role1=graph:4|7" in p.hint
+    f = p.analysis.frame
+    assert len(f) == 46 and (f["graph_launches"] == 1).all()
+    # (each call's last decode launches 2 kernels fewer; step 23: the prefill and recording)
+    assert f["eager_kernels"].tolist() == [0] + [55] * 21 + [53, 331] + [55] * 21 + [53]
+    (note,) = [n for n in p.analysis.notes if "another kind of step" in n]
+    assert "(372 eager operations against 64: step 23)" in note
