@@ -16,7 +16,7 @@
 # though the windows hold hundreds, so each is one "no GPU work" error, exit 2; the tables_gpu
 # export is the whole capture as one window, its API-call counts unknown)
 # and writes OUT_DIR/export_variants.log (sweep_lib.sh's lines per command, then zero-config's
-# table of each export) and OUT_DIR/export_variants.tar.xz (the exports).
+# table of each export) and OUT_DIR/export_variants.tar.xz (the exports, their nsys stats CSVs).
 set -uo pipefail
 . "$(dirname "$0")/sweep_lib.sh"
 sweep_setup "${1:?usage: export_variants.sh OUT_DIR}" export_variants.log
@@ -49,9 +49,6 @@ ex times_mid --times="$mid"
 ex times_two --times="$two"
 ex times_loose --times="$loose"
 ex tables_gpu --tables='CUPTI_ACTIVITY_KIND_KERNEL,CUPTI_ACTIVITY_KIND_MEMCPY,CUPTI_ACTIVITY_KIND_MEMSET,CUPTI_ACTIVITY_KIND_GRAPH_TRACE,StringIds,TARGET_INFO_.*,META_DATA_.*,ANALYSIS_DETAILS'
-tar -C "$work" -cJf "$out/export_variants.tar.xz" $(ls *.sqlite)
+sweep_archive export_variants
 sweep_commands 400
-for f in "$work"/*.sqlite; do
-  echo "=== $(basename "$f"): analyze (zero-config)" >>"$log"
-  timeout 120 python3 -m specscope analyze "$f" >>"$log" 2>&1
-done
+sweep_tables 400

@@ -7,6 +7,11 @@
 #   sweep_record NAME ARGS...      nsys profile ARGS (program included) into NAME.nsys-rep, then
 #                                  NAME.sqlite; one log line (its size, or why there is none:
 #                                  a flag this nsys refuses is logged and skipped)
+#   sweep_archive NAME             nsys stats CSVs beside each work/*.sqlite (kernels, memory
+#                                  operations), then OUT_DIR/NAME.tar.xz of the exports and CSVs
+#   sweep_tables [LIMIT_S] [explain]  zero-config's table of each work/*.sqlite in the log
+#                                  (analyze --timeline; and explain's story when "explain" is
+#                                  given), for a reader of the log; stops past LIMIT_S + 40 s
 #   sweep_commands [LIMIT_S]       every read-only specscope command on each work/*.sqlite:
 #                                  one log line each (export | command | rc | last stderr line;
 #                                  "TRACEBACK" marks a crash, its last 25 lines follow); stops
@@ -80,5 +85,32 @@ sweep_commands() {
     _sweep_run "$f" compare "$f" "$f"
     _sweep_run "$f" check "$f" --baseline "$f" --thresholds eagle
     _sweep_run "$f" report "$f" "$f" --out "$work/reports"
+  done
+}
+
+sweep_archive() {
+  local f
+  for f in "$work"/*.sqlite; do
+    [ -f "$f" ] || continue
+    "$NSYS" stats -r cuda_gpu_kern_sum,cuda_gpu_mem_time_sum -f csv -o "${f%.sqlite}" "$f" \
+      >/dev/null 2>&1
+  done
+  (cd "$work" && tar -cJf "$out/$1.tar.xz" $(ls *.sqlite *.csv 2>/dev/null))
+}
+
+sweep_tables() {
+  local limit=${1:-}
+  local f
+  for f in "$work"/*.sqlite; do
+    [ -f "$f" ] || continue
+    if [ -n "$limit" ] && [ $(( $(date +%s) - sweep_start )) -gt $(( limit + 40 )) ]; then
+      break
+    fi
+    echo "=== $(basename "$f"): analyze (zero-config)" >>"$log"
+    timeout 120 python3 -m specscope analyze "$f" --timeline >>"$log" 2>&1
+    if [ "${2:-}" = explain ]; then
+      echo "=== $(basename "$f"): explain (zero-config)" >>"$log"
+      timeout 120 python3 -m specscope explain "$f" >>"$log" 2>&1
+    fi
   done
 }

@@ -33,16 +33,7 @@ sweep_record pytorch_functions -t cuda,nvtx --pytorch=functions-trace --cuda-gra
 sweep_record sampled -t cuda,nvtx -s process-tree --python-sampling=true "${range[@]}" "${eager[@]}"
 sweep_record gpu_metrics -t cuda,nvtx --gpu-metrics-devices=all "${range[@]}" "${eager[@]}"
 sweep_record all_apis -t cuda,nvtx --cuda-trace-all-apis=true "${range[@]}" "${eager[@]}"
-for f in *.sqlite; do
-  "$NSYS" stats -r cuda_gpu_kern_sum,cuda_gpu_mem_time_sum -f csv -o "${f%.sqlite}" "$f" \
-    >/dev/null 2>&1
-done
-tar -C "$work" -cJf "$out/sweep_more_exports.tar.xz" $(ls *.sqlite *.csv 2>/dev/null)
-
+sweep_archive sweep_more_exports
 sweep_commands "$limit"
-for f in "$work"/*.sqlite; do  # what zero-config makes of each, for a reader of the log
-  [ $(( $(date +%s) - sweep_start )) -gt $(( limit + 40 )) ] && break
-  echo "=== $(basename "$f"): analyze (zero-config)" >>"$log"
-  timeout 120 python3 -m specscope analyze "$f" --timeline >>"$log" 2>&1
-done
+sweep_tables "$limit"
 ls -la "$out" >>"$log"

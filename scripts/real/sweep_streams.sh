@@ -33,18 +33,7 @@ for run in fork:8 overlap:8 copies:8 fork:32768 overlap:32768; do
 done
 sweep_record emit_nvtx -t cuda,nvtx "${range[@]}" python3 "$real/emit_nvtx.py" 30
 grep -h "^steps" emit_nvtx.rec.log >>"$log"
-for f in *.sqlite; do
-  "$NSYS" stats -r cuda_gpu_kern_sum,cuda_gpu_mem_time_sum -f csv -o "${f%.sqlite}" "$f" \
-    >/dev/null 2>&1
-done
-tar -C "$work" -cJf "$out/sweep_streams_exports.tar.xz" $(ls *.sqlite *.csv 2>/dev/null)
-
+sweep_archive sweep_streams_exports
 sweep_commands "$limit"
-for f in "$work"/*.sqlite; do  # what zero-config makes of each, for a reader of the log
-  [ $(( $(date +%s) - sweep_start )) -gt $(( limit + 40 )) ] && break
-  echo "=== $(basename "$f"): analyze (zero-config)" >>"$log"
-  timeout 120 python3 -m specscope analyze "$f" --timeline >>"$log" 2>&1
-  echo "=== $(basename "$f"): explain (zero-config)" >>"$log"
-  timeout 120 python3 -m specscope explain "$f" >>"$log" 2>&1
-done
+sweep_tables "$limit" explain
 ls -la "$out" >>"$log"

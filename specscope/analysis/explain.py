@@ -39,7 +39,7 @@ import numpy as np
 import pandas as pd
 
 from specscope.analysis.composition import overlapping, parse_gap
-from specscope.analysis.coverage import ops_coverage
+from specscope.analysis.coverage import union_coverage
 from specscope.analysis.gaps import anchor_extents
 from specscope.analysis.run import Analysis
 from specscope.analysis.summary import median_step
@@ -186,9 +186,7 @@ def _fill_details(story: GapStory, a: Analysis) -> None:
     story.work = gpu_work(a.steps.ops, start, end)
     if math.isnan(launch) or tid < 0:
         return
-    if end > launch:  # (the device's work from the launch call on, counted once: the queue)
-        covered = ops_coverage(a.steps)(np.array([end, max(launch, start)], dtype=np.float64))
-        story.queued_us = float(covered[0] - covered[1]) / 1e3
+    story.queued_us = busy_within(a.steps.ops, max(launch, start), end) / 1e3  # (the queue)
     # the thread's calls that started in the gap or at the launch (no frame of every call)
     mine = a.trace.thread_api(
         a.steps.pid, tid, lambda t, _end, _corr: (t == launch) | ((t >= start) & (t < launch))
@@ -233,6 +231,18 @@ def op_label(kind: str, name: str, copy_kind: str | None, in_graph: bool = False
     else:
         label = name
     return label + GRAPH_NODE if in_graph else label
+
+
+def busy_within(ops: pd.DataFrame, lo: float, hi: float) -> float:
+    """The time (ns) inside ``[lo, hi]`` covered by the operations ``ops``, overlapping work
+    counted once (:func:`.coverage.union_coverage` of those that overlap it alone); 0 where
+    ``hi <= lo``."""
+    if not hi > lo:
+        return 0.0
+    sel = overlapping(ops, lo, hi)
+    s = np.maximum(ops["start_ns"].to_numpy()[sel], lo).astype(np.float64)
+    e = np.minimum(ops["end_ns"].to_numpy()[sel], hi).astype(np.float64)
+    return float(union_coverage(s, e)(np.array([hi]))[0])
 
 
 def gpu_work(ops: pd.DataFrame, start: float, end: float) -> list[Item]:

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import json
 
+import pandas as pd
 import pytest
 import testdata
 from click.testing import CliRunner
 
-from specscope.analysis.explain import Item, explain_change, explain_gap
+from specscope.analysis.explain import Item, busy_within, explain_change, explain_gap
 from specscope.analysis.run import AnalyzeOptions, analyze
 from specscope.analysis.spec import StepSpec, load_preset
 from specscope.analysis.synthetic import SyntheticExport
@@ -312,3 +313,9 @@ def test_cli_of_two_inputs_holds_one_exports_operations_at_a_time(monkeypatch):
     assert got.exit_code == 0, got.output
     assert recorded.held == [[], [False]]  # (the first's trace gone when the second is read)
     assert got.output == want.output
+
+
+def test_busy_within_counts_overlapping_work_once():
+    ops = pd.DataFrame({"start_ns": [20, 0, 5, 40], "end_ns": [30, 10, 15, 50]})
+    assert busy_within(ops, 2, 25) == 13 + 5  # [2, 15] and [20, 25]
+    assert busy_within(ops, 31, 39) == 0 and busy_within(ops, 25, 25) == 0

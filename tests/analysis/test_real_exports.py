@@ -400,11 +400,11 @@ def test_an_export_without_cuda_api_calls(tmp_path) -> None:
 
 
 def test_transformers_static_cache_generate_without_options() -> None:
-    """``scripts/real/hf_static.py 2``: transformers' ``generate`` with a static KV cache, whose
-    decoding forward transformers compiles itself (CUDA graph trees). The second call replays
-    a graph recorded again inside the capture (7, beside the first call's 4): both are one
-    role, 23 decode steps each; the step holding the second call's prefill and recording is
-    noted as another kind of step."""
+    """``scripts/real/hf_generate.py 2 --static``: transformers' ``generate`` with a static KV
+    cache, whose decoding forward transformers compiles itself (CUDA graph trees). The second
+    call replays a graph recorded again inside the capture (7, beside the first call's 4):
+    both are one role, 23 decode steps each; the step holding the second call's prefill and
+    recording is noted as another kind of step."""
     p = _only("hf_static")
     assert "CUDA graph launch cycle [4] × 23, [7] × 23" in p.choice
     assert "role1=graph:4|7" in p.hint
