@@ -200,7 +200,8 @@ def _warn_about(process, spec_given: bool, label: str = "") -> None:
     for message in process.analysis.metrics.notes:
         tell(message, prefix)
     for why, metrics in unavailable_by_reason(process.analysis.metrics).items():
-        warn(f"{prefix}{len(metrics)} GPU metric(s) unavailable: {why}")
+        kind = "CUDA API" if all(m.startswith("api_calls:") for m in metrics) else "GPU"
+        warn(f"{prefix}{len(metrics)} {kind} metric(s) unavailable: {why}")
 
 
 def _print_processes(export, fmt: str, db, totals: bool) -> None:

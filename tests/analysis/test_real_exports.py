@@ -397,6 +397,12 @@ def test_an_export_without_cuda_api_calls(tmp_path) -> None:
     assert len(api) == 3 and m.frame[api].isna().all().all()
     assert all(m.unavailable[c] == NO_API_CALLS for c in api)
     assert m.frame.loc[0, "eager_kernels"] > 0  # (the GPU side is all there)
+    from click.testing import CliRunner
+
+    from specscope.cli import cli
+
+    r = CliRunner().invoke(cli, ["analyze", str(path)])
+    assert r.exit_code == 0 and f"3 CUDA API metric(s) unavailable: {NO_API_CALLS}" in r.output
 
 
 def test_transformers_static_cache_generate_without_options() -> None:
