@@ -17,7 +17,7 @@ copies that come and go) stay well inside that bound and are not noted.
 
 Steps that took far longer than the usual step, whatever their work, are another such kind: a
 pause or a one-time cost lies in them. Most real captures have one among their first steps
-(a kernel's module loaded on its first launch, ``cuLibraryLoadData``: 18 ms in
+(a kernel's module loaded on its first launch, ``cuLibraryLoadData``: 19 ms in
 ``tests/data/real/stream_overlap_graph.sqlite``'s step 1, against 1.9 ms for the median step); a
 server's capture has them where it waited for requests. :func:`long_steps_note` says so::
 
