@@ -75,7 +75,12 @@ from specscope.analysis.loader import (
 from specscope.analysis.memory import dense, dense_rows, give_back
 from specscope.analysis.pairs import pair_columns
 from specscope.analysis.spec import anchor_pairs
-from specscope.analysis.stepkinds import long_steps_note, odd_steps_note
+from specscope.analysis.stepkinds import (
+    ONE_TIME_CALLS,
+    long_steps,
+    long_steps_note,
+    odd_steps_note,
+)
 from specscope.analysis.steps import Steps, interval_index, kept_position
 from specscope.analysis.validate import no_launch_note
 
@@ -167,13 +172,42 @@ def per_step_metrics(
     out = _joined(out, cols)
     steps.__dict__.pop("_coverage", None)  # (only the metrics above query it: 4 B per op)
     give_back(rows)
-    notes = list(steps.notes) + odd_steps_note(out) + long_steps_note(out)
+    costs = _one_time_costs(trace, steps, out.index[long_steps(out)])
+    notes = list(steps.notes) + odd_steps_note(out) + long_steps_note(out, costs)
     if patterns and trace.capture_mode is CaptureMode.GRAPH:
         notes.append(
             "graph mode: kernels:/kernel_us: count eager launches only (kernels inside graph "
             "replays are not recorded; --cuda-graph-trace=node shows them)"
         )
     return StepMetrics(out, unavailable, notes, window_start)
+
+
+def _one_time_costs(trace: Trace, steps: Steps, numbers: pd.Index) -> list[tuple[int, str, float]]:
+    """(step, name, µs) of the longest one-time CUDA API call (:data:`.stepkinds.ONE_TIME_CALLS`,
+    summed per name) the steps' thread started in each of the steps ``numbers``; only those
+    calls read (:meth:`.Trace.thread_api`)."""
+    if not len(numbers) or steps.tid < 0 or not trace.has("CUPTI_ACTIVITY_KIND_RUNTIME"):
+        return []
+    rows = steps.all_steps.set_index("step").loc[numbers]
+    lo, hi = rows["start_ns"].to_numpy(), rows["end_ns"].to_numpy()
+
+    def inside(t: np.ndarray, _end, _corr) -> np.ndarray:
+        at = np.searchsorted(lo, t, side="right") - 1
+        ok = at >= 0
+        ok[ok] = t[ok] < hi[at[ok]]
+        return ok
+
+    calls = trace.thread_api(steps.pid, steps.tid, inside)
+    calls = calls[calls["name"].astype(object).isin(ONE_TIME_CALLS)]
+    if calls.empty:
+        return []
+    t = calls["start_ns"].to_numpy()
+    step = np.asarray(numbers)[np.searchsorted(lo, t, side="right") - 1]
+    us = (calls["end_ns"].to_numpy() - t) / 1e3
+    per = pd.DataFrame({"step": step, "name": calls["name"].astype(object).to_numpy(), "us": us})
+    per = per.groupby(["step", "name"], sort=True)["us"].sum().reset_index()
+    top = per.sort_values(["step", "us"], ascending=[True, False]).drop_duplicates("step")
+    return [(int(s), str(n), float(u)) for s, n, u in top.itertuples(index=False)]
 
 
 NO_API_CALLS = (

@@ -24,7 +24,9 @@ server's capture has them where it waited for requests. :func:`long_steps_note` 
     long step: cpu_step_us > max(LONG_FACTOR * median, median + LONG_MORE_US)
 
 with the same bounds on the number of steps and on their share; where every long step is
-among the first :data:`FIRST_STEPS` kept, it names the ``--skip`` that drops them.
+among the first :data:`FIRST_STEPS` kept, it names the ``--skip`` that drops them, and the
+one-time CUDA API calls the steps' thread made in them (:data:`ONE_TIME_CALLS`: module loads,
+graph instantiations, allocations from the driver), the longest of each step.
 """
 
 from __future__ import annotations
@@ -40,6 +42,18 @@ _COUNTS = ("eager_kernels", "eager_memcpy", "eager_memset")
 LONG_FACTOR = 10  # a long step: more than this many times the median step's host time
 LONG_MORE_US = 1000.0  # and more than this much longer (µs): no note on steps of a few µs
 FIRST_STEPS = 3  # long steps all among the first these many kept: --skip named
+ONE_TIME_CALLS = frozenset({
+    # a kernel's module loaded on its first launch (CUDA's lazy loading), or by hand
+    "cuLibraryLoadData", "cuLibraryLoadFromFile", "cuModuleLoad", "cuModuleLoadData",
+    "cuModuleLoadDataEx", "cuModuleLoadFatBinary",
+    # a CUDA graph recorded and made ready (a batch size seen first, PyTorch's graph trees)
+    "cudaGraphInstantiate", "cudaGraphInstantiateWithFlags", "cuGraphInstantiate",
+    "cuGraphInstantiateWithFlags", "cudaGraphUpload", "cuGraphUpload",
+    # memory taken from the driver (a caching allocator growing)
+    "cudaMalloc", "cuMemAlloc", "cudaMallocHost", "cudaHostAlloc", "cuMemHostAlloc",
+    "cudaHostRegister", "cuMemHostRegister",
+})  # fmt: skip
+"""CUDA API calls that cost once, which a long step's note names where it holds one."""
 
 
 def odd_steps_note(frame: pd.DataFrame) -> list[str]:
@@ -58,31 +72,46 @@ def odd_steps_note(frame: pd.DataFrame) -> list[str]:
         f"{len(odd)} of {len(ops)} steps launched more eager GPU work than the median step "
         f"({many} eager operations against {median:g}: {_named(frame.index[odd])}): another "
         "kind of step among them (a prefill between decodes, say); the medians stand for the "
-        "usual step, "
-        "the means, p90 and max include these"
+        "usual step, the means, p90 and max include these"
     ]
 
 
-def long_steps_note(frame: pd.DataFrame) -> list[str]:
-    """The note on the long steps of per-step metrics ``frame`` (module doc), or none."""
+def long_steps(frame: pd.DataFrame) -> np.ndarray:
+    """The positions (rows of ``frame``) of the long steps :func:`long_steps_note` tells of;
+    none where it tells of none."""
+    none = np.zeros(0, dtype=np.intp)
     if "cpu_step_us" not in frame.columns or len(frame) < MIN_STEPS:
-        return []
+        return none
     us = frame["cpu_step_us"].to_numpy(dtype=np.float64)
     if np.isnan(us).any():
-        return []
+        return none
     median = float(np.median(us))
     long = np.flatnonzero(us > max(LONG_FACTOR * median, median + LONG_MORE_US))
-    if not len(long) or len(long) > MAX_SHARE * len(us):
+    return long if len(long) <= MAX_SHARE * len(us) else none
+
+
+def long_steps_note(frame: pd.DataFrame, costs: list[tuple[int, str, float]] = ()) -> list[str]:
+    """The note on the long steps of per-step metrics ``frame`` (module doc), or none;
+    ``costs``: (step, CUDA API call, µs) of the one-time calls found in them
+    (:data:`ONE_TIME_CALLS`, the longest of each step), said after the steps."""
+    long = long_steps(frame)
+    if not len(long):
         return []
+    us = frame["cpu_step_us"].to_numpy(dtype=np.float64)
+    median = float(np.median(us))
     skip = ""
     if long[-1] < FIRST_STEPS:
         skip = f"; --skip {int(frame.index[long[-1]]) + 1} drops them"
+    told = ""
+    if costs:
+        shown = [f"{name} {_time(c)} (step {step})" for step, name, c in costs[:SHOWN]]
+        told = "; in them: " + ", ".join(shown)
     return [
         f"{len(long)} of {len(us)} steps took over {LONG_FACTOR}x the median step on the host "
         f"({_span(us[long])} against {_time(median)}: {_named(frame.index[long])}): a pause or "
         "a one-time cost lies in them (a kernel's module loaded on its first launch, a server "
-        "waiting for requests); the medians stand for the usual step, the means, p90 and max "
-        f"include these{skip}"
+        f"waiting for requests){told}; the medians stand for the usual step, the means, p90 "
+        f"and max include these{skip}"
     ]
 
 

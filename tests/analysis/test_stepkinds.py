@@ -65,6 +65,8 @@ def test_a_few_long_steps_are_noted():
     (note,) = long_steps_note(_host(us))
     assert note.startswith("1 of 20 steps took over 10x the median step on the host (43.2 ms")
     assert "against 100.0 µs: step 1)" in note and note.endswith("; --skip 2 drops them")
+    (told,) = long_steps_note(_host(us), [(1, "cuLibraryLoadData", 19_100.0)])
+    assert "; in them: cuLibraryLoadData 19.1 ms (step 1); the medians" in told
     us[1], us[9], us[12] = 1_200.0, 28_600.0, 85_300.0  # (later: no --skip to name)
     (note,) = long_steps_note(_host(us, start=3))
     assert "(1.2-85.3 ms against 100.0 µs: steps 4, 12, 15)" in note and "--skip" not in note
@@ -82,21 +84,21 @@ def test_what_is_no_long_step_is_not_noted():
 
 def test_first_steps_of_real_exports_are_noted():
     """Real captures' first steps: a module loaded on an argmax's first launch (the step of
-    the replay after it), the first graph replays."""
+    the replay after it), the first graph replays; the module loads named."""
     from specscope.analysis.auto import analyze_processes
 
-    for name, words in [
-        (
-            "stream_overlap_graph",
-            "1 of 40 steps took over 10x the median step on the host (43.8 ms",
+    long = "steps took over 10x the median step on the host"
+    cases = {
+        "stream_overlap_graph": (f"1 of 40 {long} (43.8 ms", "cuLibraryLoadData 19.1 ms (step 1)"),
+        "piecewise_graphs": (
+            f"2 of 40 {long} (28.6-85.3 ms",
+            "cuLibraryLoadData 43.7 ms (step 0), cuLibraryLoadData 13.6 ms (step 1)",
         ),
-        (
-            "piecewise_graphs",
-            "2 of 40 steps took over 10x the median step on the host (28.6-85.3 ms",
-        ),
-    ]:
+    }
+    for name, (words, costs) in cases.items():
         (p,) = analyze_processes(DATA / f"real/{name}.sqlite").processes
         (note,) = [n for n in p.analysis.notes if "took over 10x" in n]
         assert note.startswith(words) and note.endswith("--skip 2 drops them"), name
+        assert f"; in them: {costs};" in note, name
     (q,) = analyze_processes(DATA / "real/torch_compile.sqlite").processes
     assert not any("took over 10x" in n for n in q.analysis.notes)
