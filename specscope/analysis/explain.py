@@ -183,10 +183,12 @@ def _fill_details(story: GapStory, a: Analysis) -> None:
     ext = anchor_extents(a.steps, a.trace.launches)
     start, end = ext.loc[i - 1, "last_ns"], ext.loc[i, "first_ns"]
     launch, tid = ext.loc[i, "launch_ns"], int(ext.loc[i, "launch_tid"])
-    story.work = gpu_work(a.steps.ops, start, end)
+    ops = a.steps.ops
+    gap = overlapping(ops, start, end) if end > start else None  # (one pass over the ops)
+    story.work = gpu_work(ops, start, end, gap)
     if math.isnan(launch) or tid < 0:
         return
-    story.queued_us = busy_within(a.steps.ops, max(launch, start), end) / 1e3  # (the queue)
+    story.queued_us = busy_within(ops, max(launch, start), end, gap) / 1e3  # (the queue)
     # the thread's calls that started in the gap or at the launch (no frame of every call)
     mine = a.trace.thread_api(
         a.steps.pid, tid, lambda t, _end, _corr: (t == launch) | ((t >= start) & (t < launch))
@@ -233,25 +235,31 @@ def op_label(kind: str, name: str, copy_kind: str | None, in_graph: bool = False
     return label + GRAPH_NODE if in_graph else label
 
 
-def busy_within(ops: pd.DataFrame, lo: float, hi: float) -> float:
+def busy_within(ops: pd.DataFrame, lo: float, hi: float, rows: np.ndarray | None = None) -> float:
     """The time (ns) inside ``[lo, hi]`` covered by the operations ``ops``, overlapping work
     counted once (:func:`.coverage.union_coverage` of those that overlap it alone); 0 where
-    ``hi <= lo``."""
+    ``hi <= lo``. ``rows``: positions among which those lie (a wider window's
+    :func:`.composition.overlapping`), else every operation is looked at."""
     if not hi > lo:
         return 0.0
-    sel = overlapping(ops, lo, hi)
-    s = np.maximum(ops["start_ns"].to_numpy()[sel], lo).astype(np.float64)
-    e = np.minimum(ops["end_ns"].to_numpy()[sel], hi).astype(np.float64)
-    return float(union_coverage(s, e)(np.array([hi]))[0])
+    rows = overlapping(ops, lo, hi) if rows is None else rows
+    s = np.maximum(ops["start_ns"].to_numpy()[rows], lo).astype(np.float64)
+    e = np.minimum(ops["end_ns"].to_numpy()[rows], hi).astype(np.float64)
+    inside = e > s  # (a wider window's operations: those outside [lo, hi] clip to nothing)
+    return float(union_coverage(s[inside], e[inside])(np.array([hi]))[0])
 
 
-def gpu_work(ops: pd.DataFrame, start: float, end: float) -> list[Item]:
+def gpu_work(
+    ops: pd.DataFrame, start: float, end: float, rows: np.ndarray | None = None
+) -> list[Item]:
     """The device's operations inside ``[start, end]`` (ns) by :func:`op_label`: count and
-    µs inside the interval."""
+    µs inside the interval. ``rows``: their positions (:func:`.composition.overlapping` of
+    the interval) where already known."""
     if math.isnan(start) or math.isnan(end) or end <= start:
         return []
     s, e = ops["start_ns"].to_numpy(), ops["end_ns"].to_numpy()
-    sel = overlapping(ops, start, end)  # (a chunk at a time: no mask of every operation)
+    # (a chunk at a time: no mask of every operation)
+    sel = overlapping(ops, start, end) if rows is None else rows
     o = ops.iloc[sel]
     labels = [
         op_label(k, n, c, g)

@@ -73,6 +73,7 @@ from specscope.analysis.loader import (
     Trace,
 )
 from specscope.analysis.memory import dense, dense_rows, give_back
+from specscope.analysis.opsread import RUNTIME
 from specscope.analysis.pairs import pair_columns
 from specscope.analysis.spec import anchor_pairs
 from specscope.analysis.stepkinds import (
@@ -164,11 +165,12 @@ def per_step_metrics(
     attribution = gaps.gap_attribution(steps, ext)
     give_back(rows)
     cols.update((col, attribution[col].to_numpy()) for col in attribution.columns)
-    api = _api_metrics(trace, steps)
-    if not trace.has("CUPTI_ACTIVITY_KIND_RUNTIME"):  # (unknown, not none: a partial export)
-        api = {col: np.full(len(steps.kept), np.nan) for col in api}
+    if trace.has(RUNTIME):
+        cols.update(_api_metrics(trace, steps))
+    else:  # (unknown, not none: a partial export)
+        api = [f"api_calls:{family}" for family in API_FAMILIES]
+        cols.update(dict.fromkeys(api, np.full(len(steps.kept), np.nan)))
         unavailable |= dict.fromkeys(api, NO_API_CALLS)
-    cols.update(api)
     out = _joined(out, cols)
     steps.__dict__.pop("_coverage", None)  # (only the metrics above query it: 4 B per op)
     give_back(rows)
@@ -186,7 +188,7 @@ def _one_time_costs(trace: Trace, steps: Steps, numbers: pd.Index) -> list[tuple
     """(step, name, µs) of the longest one-time CUDA API call (:data:`.stepkinds.ONE_TIME_CALLS`,
     summed per name) the steps' thread started in each of the steps ``numbers``; only those
     calls read (:meth:`.Trace.thread_api`)."""
-    if not len(numbers) or steps.tid < 0 or not trace.has("CUPTI_ACTIVITY_KIND_RUNTIME"):
+    if not len(numbers) or steps.tid < 0 or not trace.has(RUNTIME):
         return []
     rows = steps.all_steps.set_index("step").loc[numbers]
     lo, hi = rows["start_ns"].to_numpy(), rows["end_ns"].to_numpy()
@@ -198,13 +200,14 @@ def _one_time_costs(trace: Trace, steps: Steps, numbers: pd.Index) -> list[tuple
         return ok
 
     calls = trace.thread_api(steps.pid, steps.tid, inside)
-    calls = calls[calls["name"].astype(object).isin(ONE_TIME_CALLS)]
-    if calls.empty:
+    name = calls["name"].astype(object).to_numpy()
+    once = np.isin(name, list(ONE_TIME_CALLS))
+    if not once.any():
         return []
-    t = calls["start_ns"].to_numpy()
+    t = calls["start_ns"].to_numpy()[once]
     step = np.asarray(numbers)[np.searchsorted(lo, t, side="right") - 1]
-    us = (calls["end_ns"].to_numpy() - t) / 1e3
-    per = pd.DataFrame({"step": step, "name": calls["name"].astype(object).to_numpy(), "us": us})
+    us = (calls["end_ns"].to_numpy()[once] - t) / 1e3
+    per = pd.DataFrame({"step": step, "name": name[once], "us": us})
     per = per.groupby(["step", "name"], sort=True)["us"].sum().reset_index()
     top = per.sort_values(["step", "us"], ascending=[True, False]).drop_duplicates("step")
     return [(int(s), str(n), float(u)) for s, n, u in top.itertuples(index=False)]
