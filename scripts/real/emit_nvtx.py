@@ -9,7 +9,7 @@ copy of the inputs, a 4-layer MLP, the argmax copied back. Capture and warm-up h
         python scripts/real/emit_nvtx.py [STEPS]
 """
 
-import sys
+import argparse
 
 import torch
 
@@ -17,7 +17,11 @@ HIDDEN = 512
 
 
 def main() -> None:
-    steps = int(sys.argv[1]) if len(sys.argv) > 1 else 30
+    p = argparse.ArgumentParser(description="an eager MLP under torch's emit_nvtx")
+    p.add_argument("steps", nargs="?", type=int, default=30)
+    steps = p.parse_args().steps  # (a bad STEPS: one line, exit 2)
+    if steps < 1:
+        p.error("STEPS must be at least 1")
     torch.manual_seed(0)
     layers = [torch.nn.Linear(HIDDEN, HIDDEN) for _ in range(4)]
     model = torch.nn.Sequential(*[m for lin in layers for m in (lin, torch.nn.GELU())])

@@ -20,10 +20,10 @@ than the host's launch calls between them, so nothing overlaps across graphs; at
 replay runs for hundreds of microseconds and the ``overlap`` graphs do overlap on the GPU.
 """
 
+import argparse
 import ctypes
 import glob
 import os
-import sys
 
 import torch
 
@@ -49,11 +49,14 @@ def cudart():
 
 
 def main() -> None:
-    shape = sys.argv[1] if len(sys.argv) > 1 else ""
-    if shape not in SHAPES:
-        sys.exit(f"usage: stream_graphs.py {'|'.join(SHAPES)} [STEPS] [TOKENS]")
-    steps = int(sys.argv[2]) if len(sys.argv) > 2 else 40
-    tokens_n = int(sys.argv[3]) if len(sys.argv) > 3 else 8
+    p = argparse.ArgumentParser(description="decode loops of CUDA graphs over two streams")
+    p.add_argument("shape", choices=SHAPES)
+    p.add_argument("steps", nargs="?", type=int, default=40)
+    p.add_argument("tokens", nargs="?", type=int, default=8, help="rows of a micro-batch")
+    args = p.parse_args()  # (a bad argument: one line, exit 2)
+    if args.steps < 1 or args.tokens < 1:
+        p.error("STEPS and TOKENS must be at least 1")
+    shape, steps, tokens_n = args.shape, args.steps, args.tokens
     torch.manual_seed(0)
     w = [torch.randn(HIDDEN, HIDDEN, device="cuda", dtype=torch.half) * 0.02 for _ in range(LAYERS)]
     shared = [torch.randn(HIDDEN, HIDDEN, device="cuda", dtype=torch.half) * 0.02 for _ in w]
