@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 import testdata
 
-from specscope.analysis import callrows, loader
+from specscope.analysis import apicalls, callrows, loader
 from specscope.analysis.auto import analyze_processes
 from specscope.analysis.devices import device_rows, device_stretches, process_devices
 from specscope.analysis.loader import load
@@ -217,7 +217,7 @@ def test_the_calls_of_each_process_together(exports, monkeypatch):
     assert [(s.start, s.stop) for s in stretches.values()] == [
         (int(np.searchsorted(pid, p)), int(np.searchsorted(pid, p, "right"))) for p in stretches
     ]
-    monkeypatch.setattr(loader, "calls_by_process", lambda calls: calls)
+    monkeypatch.setattr(apicalls, "calls_by_process", lambda calls: calls)
     plain = load(merged)
     p_start, _, p_gtid, _, _ = plain._runtime
     assert (np.diff((p_gtid >> 24) & 0xFFFFFF) < 0).any()  # (the file's order: interleaved)
