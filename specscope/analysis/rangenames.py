@@ -39,6 +39,8 @@ def range_name(text: str) -> str:
     >>> range_name("step, seq = 3 of 10")
     'step, seq = 3 of 10'
     """
+    if ", " not in text:  # (most names: no regex search)
+        return text
     m = _FIRST.search(text)
     if m is None or m.start() == 0 or _ATTRIBUTES.fullmatch(text, m.start()) is None:
         return text

@@ -16,8 +16,8 @@ beyond the capture     ``end > duration + CAPTURE_SLACK_NS`` or ``start < -CAPTU
                        ±2^62 ns (146 years)
 =====================  ======================================================================
 
-``StringIds`` values that are not text (NULL, a blob) are made readable first
-(:func:`readable_strings`). Each drop becomes one note, e.g. ``dropped 3 of 5120 GPU operation
+``StringIds`` values that are not text (NULL, a blob) are made readable as they are read
+(:func:`readable_strings`, by :attr:`.loader.Trace.strings`). Each drop becomes one note, e.g. ``dropped 3 of 5120 GPU operation
 rows of the export: 2 end before start, 1 no start time (a damaged export?)``. What is left has
 durations ≥ 0 and every window inside the capture, so occupancy stays within 0-100 %.
 
@@ -96,8 +96,7 @@ def clean(trace) -> list[str]:
     """
     notes: list[str] = []
     bounds = capture_bounds(trace)
-    d = trace.__dict__
-    d["strings"] = readable_strings(trace.strings)
+    d = trace.__dict__  # (the strings are readable as read: :attr:`.loader.Trace.strings`)
     if trace.has("CUPTI_ACTIVITY_KIND_RUNTIME"):
         runtime = trace._runtime
         keep = _keep(runtime[0], _call_ends(runtime, bounds), bounds, "CUDA API call", notes)
@@ -146,7 +145,11 @@ def validated(trace) -> list[str]:
 
 def readable_strings(strings: dict) -> dict[int, str]:
     """``StringIds`` with every value a string: a blob decoded as UTF-8 (invalid bytes
-    replaced), a NULL or number shown as ``<string ID>``; rows without an integer id left out."""
+    replaced), a NULL or number shown as ``<string ID>``; rows without an integer id left out.
+    ``strings`` itself where every id is an integer and every value a string (any export nsys
+    wrote: one pass of type checks, no second dict; a million NVTX texts took 1.1 s so)."""
+    if all(type(v) is str and type(i) is int for i, v in strings.items()):
+        return strings
     out = {}
     for i, v in strings.items():
         if not isinstance(i, int):

@@ -148,3 +148,14 @@ def test_interleaved_processes_share_no_ids_unless_one_repeats():
     backwards = corr.copy()
     backwards[[0, 2]] = [2, 1]  # pid 5 out of order, no id twice
     assert _duplicates(trace(backwards)) == 0
+
+
+def test_readable_strings_as_read_and_made_readable():
+    """Every id an integer and every value a string: the strings as they are; else a blob
+    decoded, a NULL or number named by its id, a row without an integer id left out."""
+    from specscope.analysis.validate import readable_strings
+
+    clean = {1: "cudaLaunchKernel_v7000", 2: "aten::mm"}
+    assert readable_strings(clean) == {1: "cudaLaunchKernel_v7000", 2: "aten::mm"}
+    odd = {1: "x", 2: b"\xffy", 3: None, 4: 7, "5": "z"}
+    assert readable_strings(odd) == {1: "x", 2: "\ufffdy", 3: "<string 3>", 4: "<string 4>"}
