@@ -453,6 +453,19 @@ def step_operations(a: Analysis, step: int) -> pd.DataFrame:
     return out.sort_values("total_us", ascending=False, kind="stable").reset_index(drop=True)
 
 
+def gap_without_values(source: str, a: Analysis, gap: str) -> SpecError:
+    """The error for ``gap``, a gap metric no step of ``a`` has a value of: the export has no
+    CUDA activity (no gap between GPU work at all), else the gaps of this run that have values."""
+    if a.without_cuda:
+        return SpecError(f"{source}: no GPU work in the export (recorded without -t cuda, or "
+                         "on a machine without a GPU): no gap between GPU work; record with "
+                         "-t cuda")  # fmt: skip
+    frame = a.metrics.frame
+    have = [c for c in frame.columns if c.startswith("gap_us:") and frame[c].notna().any()]
+    return SpecError(f"{source}: no value of {gap!r} in any step; gaps of this run: "
+                     f"{', '.join(have) or 'none'}")  # fmt: skip
+
+
 @dataclass
 class MedianStep:
     """The median step of one input by ``gap``, with everything the report draws of it."""
@@ -476,11 +489,7 @@ def median_step_view(
     (``span_us``: the timeline's fixed width, see :func:`gap_timeline`)."""
     parse_gap(gap)
     if gap not in a.metrics.frame or a.metrics.frame[gap].isna().all():
-        have = [c for c in a.metrics.frame.columns if c.startswith("gap_us:")]
-        raise SpecError(
-            f"{a.trace.path}: no value of {gap!r} in any step; gaps of this run: "
-            f"{', '.join(have) or 'none'}"
-        )
+        raise gap_without_values(str(a.trace.path), a, gap)
     step = median_step(a.metrics, gap)
     return MedianStep(
         step=step,

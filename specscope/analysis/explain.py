@@ -38,7 +38,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 import pandas as pd
 
-from specscope.analysis.composition import overlapping, parse_gap
+from specscope.analysis.composition import gap_without_values, overlapping, parse_gap
 from specscope.analysis.coverage import union_coverage
 from specscope.analysis.gaps import anchor_extents
 from specscope.analysis.run import Analysis
@@ -147,9 +147,7 @@ def explain_gap(a: Analysis, gap: str, step: int | None = None) -> GapStory:
                         "keeps no operations)")  # fmt: skip
     frame = a.metrics.frame
     if gap not in frame or frame[gap].isna().all():
-        have = [c for c in frame.columns if c.startswith("gap_us:")]
-        raise SpecError(f"{a.source}: no value of {gap!r} in any step; gaps of this run: "
-                        f"{', '.join(have) or 'none'}")  # fmt: skip
+        raise gap_without_values(a.source, a, gap)
     step = median_step(a.metrics, gap) if step is None else step
     names = _metric_names(gap)
     story = GapStory(

@@ -130,6 +130,13 @@ class Analysis:
         return self.steps is None
 
     @property
+    def without_cuda(self) -> bool:
+        """Whether the export had no CUDA activity at all (capture mode ``no-cuda``: recorded
+        without ``-t cuda`` or on a machine without a GPU): host metrics only, no gap between
+        GPU work to show or explain."""
+        return self.capture_mode == "no-cuda"
+
+    @property
     def is_shed(self) -> bool:
         """Whether this is an export's analysis that kept only what comparing it needs
         (module doc)."""

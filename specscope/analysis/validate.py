@@ -17,9 +17,10 @@ beyond the capture     ``end > duration + CAPTURE_SLACK_NS`` or ``start < -CAPTU
 =====================  ======================================================================
 
 ``StringIds`` values that are not text (NULL, a blob) are made readable as they are read
-(:func:`readable_strings`, by :attr:`.loader.Trace.strings`). Each drop becomes one note, e.g. ``dropped 3 of 5120 GPU operation
-rows of the export: 2 end before start, 1 no start time (a damaged export?)``. What is left has
-durations ≥ 0 and every window inside the capture, so occupancy stays within 0-100 %.
+(:func:`readable_strings`, by :attr:`.loader.Trace.strings`). Each drop becomes one note, e.g.
+``dropped 3 of 5120 GPU operation rows of the export: 2 end before start, 1 no start time (a
+damaged export?)``. What is left has durations ≥ 0 and every window inside the capture, so
+occupancy stays within 0-100 %.
 
 :func:`no_launch_note` explains an empty projection: when CUDA API calls share a correlation id
 (a damaged export), GPU operations cannot be matched to their launches, and it says so instead

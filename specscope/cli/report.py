@@ -58,7 +58,8 @@ def _views(
     span_us: float | None,
     early: dict[int, tuple] | None = None,
 ) -> list:
-    """The median-step view of each input (None for a results-database run), with warnings;
+    """The median-step view of each input (None for a results-database run and for an export
+    without CUDA activity: :attr:`.Analysis.without_cuda`), with warnings;
     ``early``: the views :func:`_resolve_shedding` made (a view, or the error to raise here)."""
     from specscope.analysis.composition import median_step_view
 
@@ -73,7 +74,7 @@ def _views(
             continue
         views.append(
             None
-            if a.detached
+            if a.detached or a.without_cuda
             else median_step_view(
                 a, gap, lead_us=lead_us, highlight=highlight or None, span_us=span_us
             )
@@ -83,6 +84,9 @@ def _views(
             tell(note, f"{r.ref}: ")
         if r.analysis.from_database:
             warn(f"{r.ref}: a results-database run; no timeline or composition for it")
+        elif r.analysis.without_cuda:
+            warn(f"{r.ref}: no GPU work in the export (recorded without -t cuda?); no timeline "
+                 "or composition for it")  # fmt: skip
     return views
 
 
@@ -157,9 +161,9 @@ def _live_parts(a, gap: str, highlight, lead_us: float, span_us) -> tuple:
     from specscope.analysis.explain import explain_gap
 
     try:
-        view = median_step_view(
+        view = None if a.without_cuda else median_step_view(
             a, gap, lead_us=lead_us, highlight=highlight or None, span_us=span_us
-        )
+        )  # fmt: skip
     except Exception as e:  # noqa: BLE001 (raised again by _views)
         view = e.with_traceback(None)  # (its frames would hold the operations)
     try:

@@ -34,8 +34,9 @@ class FigureJob:
 
     ``paths``: file of each name in :data:`PNGS`; ``frames``: each input's per-step metrics
     (:attr:`specscope.analysis.run.Analysis.frame`); ``labels``: the inputs' names; ``views``:
-    each input's median step (None: a results-database run); ``highlight``: the regex of the
-    kernels marked on the timeline; ``stamp``: what every figure is stamped with."""
+    each input's median step (None: a results-database run, or an export without CUDA
+    activity where ``no_cuda`` says so); ``highlight``: the regex of the kernels marked on the
+    timeline; ``stamp``: what every figure is stamped with."""
 
     paths: dict[str, Path]
     frames: Sequence[pd.DataFrame]
@@ -43,6 +44,7 @@ class FigureJob:
     views: Sequence[MedianStep | None]
     highlight: str | None
     stamp: Stamp
+    no_cuda: Sequence[bool] = ()
 
 
 def draw_figures(job: FigureJob, *, warm: bool = False) -> None:
@@ -76,8 +78,9 @@ def _halves(job: FigureJob) -> tuple[list[parallel.Job], list[parallel.Job]]:
 
     def timeline_png() -> None:
         timeline.timeline_figure(
-            views, labels, job.paths["timeline.png"], highlight=job.highlight, stamp_=s
-        )
+            views, labels, job.paths["timeline.png"], highlight=job.highlight, stamp_=s,
+            no_cuda=job.no_cuda,
+        )  # fmt: skip
 
     def composition_png() -> None:
         figures.composition_figure(
@@ -86,6 +89,7 @@ def _halves(job: FigureJob) -> tuple[list[parallel.Job], list[parallel.Job]]:
             job.paths["composition.png"],
             steps=[v.step if v else None for v in views],
             stamp_=s,
+            no_cuda=job.no_cuda,
         )
 
     def distributions_png() -> None:

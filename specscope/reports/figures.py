@@ -45,11 +45,17 @@ a pixel apart and the line only repaints the band the dots make, and it is what 
 
 def plotted_metrics(frames: Sequence[pd.DataFrame]) -> list[str]:
     """The metrics the catalog marks ``plotted`` that have a value in some input: members of
-    parametrised families (the gaps) first, in column order, then the others in catalog order."""
+    parametrised families (the gaps) first, in column order, then the others in catalog order.
+    Where none has (NVTX ranges recorded without CUDA activity), their host counterparts: the
+    host time per step, then the host gaps between anchor ranges, in column order."""
     cols = list(dict.fromkeys(c for f in frames for c in f.columns))
     family = [c for c in cols if (e := find(c)) and e.plotted and e.parametrised]
     single = [e.pattern for e in CATALOG if e.plotted and not e.parametrised]
-    return [m for m in family + single if any(m in f and f[m].notna().any() for f in frames)]
+    shown = [m for m in family + single if any(m in f and f[m].notna().any() for f in frames)]
+    if shown:
+        return shown
+    host = ["cpu_step_us", *(c for c in cols if c.startswith("cpu_gap_us:"))]
+    return [m for m in host if any(m in f and f[m].notna().any() for f in frames)]
 
 
 def _unit(metric: str) -> str:
@@ -229,9 +235,12 @@ def composition_figure(
     *,
     steps: Sequence[int | None] = (),
     stamp_: Stamp | None = None,
+    no_cuda: Sequence[bool] = (),
 ) -> Path:
     """Per input, one horizontal bar: the median step's window split by category (µs);
-    stamped with ``stamp_``."""
+    stamped with ``stamp_``. An input without a composition: "n/a", with why (``no_cuda``
+    true: an export without CUDA activity; else a results-database run, which stores no
+    operations)."""
     n = len(compositions)
     height = 1.5 * n + 2.6 + FOOTER_IN
     title = (
@@ -245,7 +254,10 @@ def composition_figure(
         span = max(totals, default=1.0)
         for row, comp in enumerate(compositions):
             if comp is None:
-                ax.text(span / 2, row, "n/a (no operations stored)", ha="center", va="center")
+                why = (
+                    "no GPU work" if row < len(no_cuda) and no_cuda[row] else "no operations stored"
+                )
+                ax.text(span / 2, row, f"n/a ({why})", ha="center", va="center")
                 continue
             left = 0.0
             for part in COMPOSITION:

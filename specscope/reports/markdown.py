@@ -57,14 +57,30 @@ def md_code(text: object) -> str:
 def display_name(metric: str) -> str:
     """The PR name of ``metric``: a preset's ``[report.names]``, else the catalog's label, else
     the metric name itself."""
-    return known_names().get(metric) or catalog.label(metric) or metric
+    name = known_names().get(metric) or catalog.label(metric)
+    if name is None and metric.startswith("cpu_gap_us:"):  # the host side of a named gap
+        gap = known_names().get(metric[4:])
+        pair = metric.partition(":")[2].replace("->", " → ")
+        name = f"Host {gap[0].lower()}{gap[1:]}" if gap else f"Host gap: {pair}"
+    return name or metric
 
 
 def default_rows(comparisons: Sequence[Comparison]) -> tuple[str, ...]:
     """The PR table's default rows: the report defaults of the baseline run's spec
-    (:func:`specscope.analysis.spec.report_defaults`)."""
+    (:func:`specscope.analysis.spec.report_defaults`); where no run had CUDA activity
+    (:attr:`.Analysis.without_cuda`: NVTX ranges recorded on a CPU), their host counterparts
+    (:func:`host_rows`) instead of GPU metrics that no step has."""
     runs = comparisons[0].before
-    return report_defaults(spec_from_dict(runs[0].spec) if runs else None).rows
+    rows = report_defaults(spec_from_dict(runs[0].spec) if runs else None).rows
+    every = [a for c in comparisons for a in (*c.before, *c.after)]
+    return host_rows(rows) if every and all(a.without_cuda for a in every) else rows
+
+
+def host_rows(rows: Sequence[str]) -> tuple[str, ...]:
+    """The host metrics that stand for the PR table's ``rows``: the step's time on the host,
+    then each gap's ``cpu_gap_us`` (the host time between the two anchor ranges)."""
+    gaps = [f"cpu_{r}" for r in rows if r.startswith("gap_us:")]
+    return ("cpu_step_us", *gaps)
 
 
 def format_value(value: float, unit: str) -> str:

@@ -177,16 +177,21 @@ def _figure_list(gap: str, highlight: str | None) -> list[dict[str, str]]:
     ]
 
 
-def _kernel_tables(labels: Sequence[str], views: Sequence[MedianStep | None]) -> list[dict]:
-    """One table of the median step's operations per input (empty for a results-DB run)."""
+def _kernel_tables(
+    inputs: Sequence[ResolvedInput], labels: Sequence[str], views: Sequence[MedianStep | None]
+) -> list[dict]:
+    """One table of the median step's operations per input (empty for a results-DB run and
+    an export without CUDA activity, each saying why)."""
     return [
         {
             "label": label,
             "step": None if view is None else view.step,
             "rows": [] if view is None else html.operation_rows(view.operations),
-            "missing": "no operations: a results-database run keeps only per-step metrics",
+            "missing": "no GPU work: the export has no CUDA activity (recorded without -t cuda?)"
+            if i.analysis.without_cuda
+            else "no operations: a results-database run keeps only per-step metrics",
         }
-        for label, view in zip(labels, views, strict=True)
+        for i, label, view in zip(inputs, labels, views, strict=True)
     ]
 
 
@@ -216,7 +221,7 @@ def _page_context(
             for c in comparisons
         ],
         "figures": _figure_list(gap, highlight),
-        "kernel_tables": _kernel_tables(labels, views),
+        "kernel_tables": _kernel_tables(inputs, labels, views),
         "kernel_diffs": [
             {
                 "before_label": c.labels[0],
@@ -263,7 +268,8 @@ def write_report(
     paths = {name: out_dir / name for name in FILES}
     stamp_ = figure_stamp(inputs, labels)
     frames = [i.analysis.frame for i in inputs]
-    job = FigureJob({n: paths[n] for n in PNGS}, frames, labels, views, highlight, stamp_)
+    no_cuda = [i.analysis.without_cuda for i in inputs]
+    job = FigureJob({n: paths[n] for n in PNGS}, frames, labels, views, highlight, stamp_, no_cuda)
     if deferred is not None:
         deferred.append(job)
     drawn = deferred is None and helper is not None

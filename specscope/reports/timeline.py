@@ -49,6 +49,7 @@ MAX_DEPTH = 3
 # alike (cuLaunchKernelEx: cuBLASLt, Triton; cudaLaunchKernelExC; cuGraphLaunch: JAX)
 LAUNCH_CALLS = frozenset(API_FAMILIES["cudaLaunchKernel"] + API_FAMILIES["cudaGraphLaunch"])
 NO_OPERATIONS = "{}: no operations stored (a results-database run keeps per-step metrics only)"
+NO_GPU_WORK = "{}: no GPU work (the export has no CUDA activity: recorded without -t cuda?)"
 
 
 class _Labels:
@@ -320,9 +321,11 @@ def timeline_axes(
     *,
     highlight: str | None = None,
     stamp_: Stamp | None = None,
+    no_cuda: Sequence[bool] = (),
 ):
-    """The timeline figure of the inputs' median steps (None: no operations stored) and its
-    axes, one per input; the caller saves and closes it (see :func:`timeline_figure`)."""
+    """The timeline figure of the inputs' median steps (None: no operations stored, or none
+    recorded where ``no_cuda`` is true: an export without CUDA activity) and its axes, one per
+    input; the caller saves and closes it (see :func:`timeline_figure`)."""
     shown = [v for v in views if v is not None]
     bottoms = [_lanes(v)[2] if v else -1.0 for v in views]
     tops = [len(_lanes(v)[0]) + 0.15 if v else 1.0 for v in views]
@@ -349,10 +352,12 @@ def timeline_axes(
     axes[0].set_xlim(*xlim)
     colours = anchor_colours(anchor_order(shown))
     placer = _Labels(fig)
-    for ax, view, label, top, bottom in zip(axes, views, labels, tops, bottoms, strict=True):
+    for k, (ax, view, label) in enumerate(zip(axes, views, labels, strict=True)):
+        top, bottom = tops[k], bottoms[k]
         if view is None:
+            why = NO_GPU_WORK if k < len(no_cuda) and no_cuda[k] else NO_OPERATIONS
             ax.set_axis_off()
-            ax.text(0.5, 0.5, NO_OPERATIONS.format(label), ha="center", va="center",
+            ax.text(0.5, 0.5, why.format(label), ha="center", va="center",
                     transform=ax.transAxes)  # fmt: skip
             continue
         ax.set_ylim(bottom, top)
@@ -393,9 +398,11 @@ def timeline_figure(
     *,
     highlight: str | None = None,
     stamp_: Stamp | None = None,
+    no_cuda: Sequence[bool] = (),
 ) -> Path:
-    """Draw the inputs' median steps (None: no operations stored) into ``path`` (1600 px wide)."""
+    """Draw the inputs' median steps (None: no operations stored, or no CUDA activity where
+    ``no_cuda`` says so: :func:`timeline_axes`) into ``path`` (1600 px wide)."""
     with rc_context(rc()):
-        fig, _ = timeline_axes(views, labels, highlight=highlight, stamp_=stamp_)
+        fig, _ = timeline_axes(views, labels, highlight=highlight, stamp_=stamp_, no_cuda=no_cuda)
         save_png(fig, path)
     return path

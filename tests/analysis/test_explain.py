@@ -271,6 +271,15 @@ def test_cli_bad_input(args, message):
     assert r.exit_code == 2 and message in r.output and "Traceback" not in r.output
 
 
+def test_cli_export_without_cuda():
+    """NVTX ranges recorded without CUDA activity: no gap between GPU work, said so."""
+    cpu = testdata.DATA / "cpu_eagle_2023.sqlite"
+    r = CliRunner().invoke(cli, ["explain", str(cpu)])
+    assert r.exit_code == 2 and "Traceback" not in r.output
+    assert f"{cpu}: no GPU work in the export" in r.output and "record with -t cuda" in r.output
+    assert len(r.output.strip().splitlines()) == 1
+
+
 def test_bundled_examples(tmp_path):
     """The bundled node-mode examples (xz, decompressed as the demo does)."""
     from specscope.campaign.demo import _plain

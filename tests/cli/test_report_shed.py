@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+import shutil
+import sqlite3
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -57,15 +60,23 @@ def _whole(sides_of, inputs, *_):
 
 
 def test_the_views_error_is_raised_after_every_input_as_before(tmp_path):
-    """A gap the second input has no value of: its view fails when made, and the error comes
-    where the report raised it before, after both inputs were analysed."""
-    cpu_only = DATA / "cpu_eagle_2023.sqlite"
+    """A gap the second input has no value of (its ``draft_extend.replay`` ranges renamed):
+    its view fails when made, and the error comes where the report raised it before, after
+    both inputs were analysed."""
+    lacking = tmp_path / "lacking.sqlite"
+    shutil.copyfile(BEFORE, lacking)
+    with closing(sqlite3.connect(lacking)) as con:
+        for table, column in (("NVTX_EVENTS", "text"), ("StringIds", "value")):
+            con.execute(f"UPDATE {table} SET {column} = 'draft_extend.other'"
+                        f" WHERE {column} = 'draft_extend.replay'")  # fmt: skip
+        con.commit()
+    out = tmp_path / "out"
     r = CliRunner().invoke(
-        report_cmd, [str(BEFORE), str(cpu_only), "--preset", "eagle", "--out", str(tmp_path)]
+        report_cmd, [str(BEFORE), str(lacking), "--out", str(out)]
     )
     assert r.exit_code == 2
-    assert f"{cpu_only}: no value of 'gap_us:" in r.output
-    assert not list(tmp_path.iterdir())  # (nothing written)
+    assert f"{lacking}: no value of 'gap_us:" in r.output
+    assert not out.exists() or not list(out.iterdir())  # (nothing written)
 
 
 def test_a_per_rank_report_of_shed_inputs_is_the_report_of_whole_ones(tmp_path, monkeypatch):

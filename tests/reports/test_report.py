@@ -374,6 +374,26 @@ def test_run_folder_and_results_db_inputs(tmp_path):
     assert "- commit: `abc1234`" in md and "- run folder: `" in md
 
 
+def test_a_report_of_exports_without_cuda(tmp_path):
+    """Two exports of NVTX ranges recorded on a CPU (no CUDA activity): the report is written,
+    its PR table and distributions of host metrics (the GPU's would be n/a in every row), each
+    input said to have no GPU work, no story of a gap."""
+    data = ROOT / "tests" / "data"
+    inputs = [data / "cpu_eagle_2023.sqlite", data / "cpu_eagle_startend_2023.sqlite"]
+    r = CliRunner().invoke(report_cmd, [*map(str, inputs), "--out", str(tmp_path)])
+    assert r.exit_code == 0, r.output
+    for path in inputs:
+        assert f"{path}: no GPU work in the export (recorded without -t cuda?)" in r.output
+    (folder,) = tmp_path.iterdir()
+    md = (folder / "summary.md").read_text()
+    table = md.split("\n\n")[1]
+    assert "| Host time per step |" in table and "| Host gap: draft → verify |" in table
+    assert "GPU idle" not in table and "n/a | n/a" not in table
+    html = (folder / "report.html").read_text()
+    assert "no GPU work: the export has no CUDA activity" in html
+    assert "no GPU work in the export (recorded without -t cuda, or on a machine" in r.output
+
+
 @pytest.mark.parametrize(
     "args, message",
     [
