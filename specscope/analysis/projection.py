@@ -105,13 +105,18 @@ def _projections(
     pids, corrs = ops["pid"].to_numpy(), ops["correlation_id"].to_numpy()
     start, end = ops["start_ns"].to_numpy(), ops["end_ns"].to_numpy()
     launched: set[int] = set()
+    processes = list(dict.fromkeys(p for p, _ in ranges))
     for lo, launch, call_tid in trace.launches_in_chunks(pids, corrs):
         rows = slice(lo, lo + len(launch))
-        of_pid = {p: pids[rows] == p for p, _ in ranges}  # (once per process, not per thread)
-        launched.update(p for p, own in of_pid.items() if (own & (call_tid >= 0)).any())
-        for (p, t), (r_start, r_end) in ranges.items():
-            mine = np.flatnonzero((call_tid == t) & of_pid[p])
-            if len(mine):
+        for p in processes:  # (each process' operations once, not once per thread of it)
+            own = np.flatnonzero((pids[rows] == p) & (call_tid >= 0))
+            if not len(own):
+                continue
+            launched.add(p)
+            for t, mine in _by_thread(own, call_tid[own]):  # (only threads that launched)
+                if (p, t) not in ranges:
+                    continue
+                r_start, r_end = ranges[p, t]
                 mine = mine[np.argsort(launch[mine], kind="stable")]
                 g_start, g_end = start[rows][mine], end[rows][mine]
                 _chunk_projection(r_start, r_end, launch[mine], g_start, g_end, acc[p, t])
@@ -119,6 +124,17 @@ def _projections(
         k: (n, busy, np.where(n > 0, last - first, 0)) for k, (n, busy, first, last) in acc.items()
     }
     return projected, launched
+
+
+def _by_thread(rows: np.ndarray, tids: np.ndarray):
+    """(tid, the ``rows`` of that tid in their order) for each distinct value of ``tids`` (the
+    thread of each row): one sort, not a pass over the rows per thread (an export of 5000
+    threads with ranges took 6.7 s so)."""
+    order = np.argsort(tids, kind="stable")
+    distinct, first = np.unique(tids[order], return_index=True)
+    bounds = np.r_[first, len(order)]
+    for k, t in enumerate(distinct.tolist()):
+        yield t, rows[order[bounds[k] : bounds[k + 1]]]
 
 
 def range_instances(trace: Trace) -> pd.DataFrame:
@@ -136,12 +152,15 @@ def range_instances(trace: Trace) -> pd.DataFrame:
     threads = out.groupby(["pid", "tid"], sort=False).indices
     r_start, r_end = out["start_ns"].to_numpy(), out["end_ns"].to_numpy()
     projected, _ = _projections(trace, {k: (r_start[i], r_end[i]) for k, i in threads.items()})
-    for key, idx in threads.items():
-        out.iloc[idx, out.columns.get_loc("depth")] = range_depths(r_start[idx], r_end[idx])
+    cols = {c: out[c].to_numpy().copy() for c in ("depth", "gpu_ops", "gpu_us", "gpu_proj_us")}
+    for key, idx in threads.items():  # (each thread's into arrays, set as columns once)
+        cols["depth"][idx] = range_depths(r_start[idx], r_end[idx])
         n, busy, span = projected[key]
-        out.iloc[idx, out.columns.get_loc("gpu_ops")] = n
-        out.iloc[idx, out.columns.get_loc("gpu_us")] = busy / 1e3
-        out.iloc[idx, out.columns.get_loc("gpu_proj_us")] = span / 1e3
+        cols["gpu_ops"][idx] = n
+        cols["gpu_us"][idx] = busy / 1e3
+        cols["gpu_proj_us"][idx] = span / 1e3
+    for c, values in cols.items():
+        out[c] = values
     return out
 
 

@@ -130,3 +130,26 @@ def test_projection_a_few_operations_at_a_time_is_the_whole_one(name, monkeypatc
     chunked = range_instances(load(testdata.DATA / name))
     assert whole["gpu_ops"].sum() > 0 or name.startswith("cpu")
     pd.testing.assert_frame_equal(chunked, whole, check_exact=True)
+
+
+def test_ranges_of_many_threads_each_project_their_own_launches(tmp_path) -> None:
+    """Ranges on several threads, each launching its own kernel inside its range, one thread
+    with ranges and no launch, and a launch on a thread without ranges: each range counts the
+    operations its thread launched inside it, no other thread's."""
+    x = SyntheticExport()
+    for k in range(6):  # threads 11..16: a range [1000k, 1000k + 500] and a launch inside
+        tid = 11 + k
+        with x.nvtx("request", 1_000 * k, 1_000 * k + 500, tid=tid):
+            call = x.api("cudaLaunchKernel", 1_000 * k + 10, 1_000 * k + 20, tid=tid)
+        x.kernel("k", 1_000 * k + 100, 1_000 * k + 100 + 10 * (k + 1), call)
+    with x.nvtx("request", 0, 9_000, tid=30):  # (a thread that launched nothing)
+        pass
+    other = x.api("cudaLaunchKernel", 300, 310, tid=40)  # (inside thread 11's range's time)
+    x.kernel("k", 400, 450, other)
+    r = range_instances(load(x.write(tmp_path / "t.sqlite")))
+    by_tid = r.set_index("tid")
+    assert by_tid.loc[list(range(11, 17)), "gpu_ops"].tolist() == [1] * 6
+    assert by_tid.loc[list(range(11, 17)), "gpu_us"].tolist() == [
+        pytest.approx(0.01 * (k + 1)) for k in range(6)
+    ]
+    assert by_tid.loc[30, "gpu_ops"] == 0 and by_tid.loc[30, "gpu_proj_us"] == 0
