@@ -186,6 +186,12 @@ def _preset_steps(trace: Trace, pid: int) -> Choice | None:
     )
 
 
+MAX_LISTED = 1000
+"""A graph cycle's runs and ``--anchors`` are named in a note up to this many characters; beyond
+(a server's CUDA graph per batch-size bucket and piece: 67 buckets of 33 pieces made a note of
+100 000), the note counts them and ``specscope graphs TRACE`` lists them."""
+
+
 def _graph_cycle(graphs: list[ThreadGraphs], pid: int, min_cycles: int) -> Choice | None:
     """(b): the thread of ``pid`` whose repeating graph-launch cycle covers most launches."""
     best, best_covered = None, 0
@@ -198,12 +204,22 @@ def _graph_cycle(graphs: list[ThreadGraphs], pid: int, min_cycles: int) -> Choic
             best, best_covered = t, reps * len(main.ids)
     if best is None:
         return None
+    roles = best.anchors.split(",")
     cycles = ", ".join(map(str, best.cycles))
+    hint = (f"--anchors {best.anchors} (rename the anchors; reorder them to move where a step "
+            "begins; `specscope graphs TRACE` lists the cycles)")  # fmt: skip
+    if len(cycles) > MAX_LISTED or len(best.anchors) > MAX_LISTED:  # (a server's buckets)
+        graphs = sum(len(r.partition(":")[2].split("|")) for r in roles)
+        cycles = (
+            f"of {len(roles)} roles over {graphs} graphs (`specscope graphs TRACE` lists its runs)"
+        )
+        hint = (f"--anchors role1=graph:ID|ID|...,... ({len(roles)} roles, {graphs} graphs: "
+                "`specscope graphs TRACE` prints the option whole; rename the anchors; reorder "
+                "them to move where a step begins)")  # fmt: skip
     return Choice(
-        StepSpec(CYCLE, tuple(best.anchors.split(","))),
+        StepSpec(CYCLE, tuple(roles)),
         f"CUDA graph launch cycle {cycles} on tid {best.tid} (a step is one cycle)",
-        f"--anchors {best.anchors} (rename the anchors; reorder them to move where a step "
-        "begins; `specscope graphs TRACE` lists the cycles)",
+        hint,
     )
 
 
