@@ -79,12 +79,19 @@ def _metrics_table(c, rows: list[str] | None = None) -> str:
     return table.to_string()
 
 
+KERNEL_ROWS = 40
+"""Names in the text table of operations per step (the largest |Δ µs/step| first, as the
+report's table); the JSON output has every name (50 000 Triton kernels made 50 000 lines)."""
+
+
 def _kernels_table(c) -> str:
     import pandas as pd
 
     k = c.kernels
     if k is None:
         return "per-kernel diff: unavailable for results-database runs (they keep no operations)"
+    more = len(k) - KERNEL_ROWS
+    k = k.head(KERNEL_ROWS)
     table = pd.DataFrame(
         {
             "kind": k["kind"],
@@ -97,7 +104,12 @@ def _kernels_table(c) -> str:
         },
         index=k.index,
     )
-    return "operations per step, by name\n" + table.to_string()
+    text = "operations per step, by name\n" + table.to_string()
+    if more > 0:
+        largest = abs(float(k["delta_us_per_step"].iloc[-1]))
+        text += (f"\n... and {more} more names, each within ±{largest:.1f} µs/step (`--format "
+                 "json` lists every one)")  # fmt: skip
+    return text
 
 
 def _groups(inputs, before_refs, after_refs) -> list[list[str]]:

@@ -398,6 +398,24 @@ def test_cli_table_and_default_min_steps() -> None:
     assert "operations per step, by name" in r.stdout and "removed" in r.stdout
 
 
+def test_cli_table_of_operations_lists_the_largest_changes(monkeypatch) -> None:
+    """Past ``KERNEL_ROWS`` names, the text table keeps the largest |Δ µs/step| and counts the
+    rest, bounding their change; the JSON output keeps every name."""
+    from specscope.cli import compare as compare_cli
+
+    every = json.loads(invoke(BEFORE, AFTER, "--skip", "1", "--format", "json").stdout)
+    kernels = every["comparisons"][0]["kernels"]
+    monkeypatch.setattr(compare_cli, "KERNEL_ROWS", 3)
+    r = invoke(BEFORE, AFTER, "--skip", "1")
+    assert r.exit_code == 0, r.output
+    table = r.stdout.split("operations per step, by name\n")[1].splitlines()
+    shown = [line.split()[0] for line in table[2:5]]  # (after the header's two lines)
+    assert shown == [k["name"].split()[0] for k in kernels[:3]]
+    bound = abs(kernels[2]["delta_us_per_step"])
+    assert table[5] == (f"... and {len(kernels) - 3} more names, each within ±{bound:.1f} "
+                        "µs/step (`--format json` lists every one)")  # fmt: skip
+
+
 def test_cli_refuses_node_against_graph() -> None:
     r = invoke(BEFORE, GRAPH, "--skip", "1")
     assert r.exit_code == 2
