@@ -248,28 +248,43 @@ def _wider_than(text, labels: _Labels, ax, width_us: float) -> bool:
     return box.width > (x1 - x0)
 
 
-def _lanes(view: MedianStep) -> tuple[list, dict, float]:
-    """Streams top to bottom, their y, and the lowest y the panel needs."""
-    streams = sorted(view.timeline.ops["stream_id"].unique())
-    n = max(len(streams), 1)
-    lane = {s: n - 1 - i for i, s in enumerate(streams)}
+MAX_LANES = 16
+"""Streams drawn in a lane of their own, at most; past that, the busiest ``MAX_LANES - 1`` (GPU
+time in view) are, and the others share the bottom lane (400 streams made a figure 9290 px
+tall)."""
+
+
+def _lanes(view: MedianStep) -> tuple[list[str], dict, float]:
+    """The lanes' labels top to bottom, each stream's y (lane ``k`` from the top at
+    ``n - 1 - k``), and the lowest y the panel needs (:data:`MAX_LANES`)."""
+    ops = view.timeline.ops
+    streams = sorted(ops["stream_id"].unique())
+    own = streams
+    if len(streams) > MAX_LANES:
+        busy = ops.groupby("stream_id")["dur_us"].sum().sort_values(ascending=False, kind="stable")
+        own = sorted(busy.index[: MAX_LANES - 1])
+    names = [f"stream {s}" for s in own]
+    if len(own) < len(streams):
+        names.append(f"{len(streams) - len(own)} others")
+    n = max(len(names), 1)
+    lane = dict.fromkeys(streams, 0) | {s: n - 1 - i for i, s in enumerate(own)}
     h = view.timeline.host
     depth = 0 if h is None or h.phases.empty else min(int(h.phases["depth"].max()) + 1, MAX_DEPTH)
     bottom = HOST_TOP - HOST_ROW * max(depth, 1) - 0.9 if h is not None else LABEL_ROWS[-1] - 0.5
-    return streams, lane, bottom
+    return names, lane, bottom
 
 
 def _draw_one(ax, view: MedianStep, label: str, xlim, colours, labels: _Labels) -> None:
     """One input: lanes top to bottom at y = n-1 ... 0, gap arrows below them, the host lane
     below those, anchor names above."""
     t = view.timeline
-    streams, lane, _ = _lanes(view)
-    n = max(len(streams), 1)
+    names, lane, _ = _lanes(view)
+    n = max(len(names), 1)
     labels.add(ax.title)
     _draw_anchors(ax, t, n - 0.5 + 0.12, xlim, colours, labels)
     _draw_ops(ax, t, lane)
     _draw_gaps(ax, t, xlim, labels)
-    ticks = [(lane[s], f"stream {s}") for s in streams]
+    ticks = [(n - 1 - k, name) for k, name in enumerate(names)]
     if t.host is not None:
         y_api = _draw_host(ax, t, lane, xlim, colours, labels)
         tid = "" if t.host.tid is None else f" tid {t.host.tid}"

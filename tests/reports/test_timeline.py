@@ -5,9 +5,11 @@ matplotlib's renderer), one colour per anchor, the provenance stamp and node-mod
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 
 import matplotlib.pyplot as plt
+import numpy as np
 import pandas as pd
 import pytest
 from click.testing import CliRunner
@@ -19,7 +21,7 @@ from specscope.analysis.run import AnalyzeOptions, analyze
 from specscope.analysis.spec import load_preset
 from specscope.cli.report import report_cmd
 from specscope.reports.style import ANCHOR_COLOURS, Stamp, pretty_gap, rc
-from specscope.reports.timeline import NO_OPERATIONS, timeline_axes
+from specscope.reports.timeline import NO_GPU_WORK, NO_OPERATIONS, timeline_axes
 
 GAP = "gap_us:draft_extend.replay->draft.replay"
 GRAPHS = DATA / "graphs"
@@ -142,6 +144,33 @@ def test_results_db_input_says_no_operations_stored():
         assert [t.get_text() for t in axes[0].texts] == [NO_OPERATIONS.format("db")]
         assert "no operations stored" in NO_OPERATIONS
         assert axes[1].get_xlim()[1] > 100  # the other input keeps its own scale
+        plt.close(fig)
+
+
+def test_export_without_cuda_says_no_gpu_work():
+    (v,) = _views([KPOOL])
+    with plt.rc_context(rc()):
+        fig, axes = timeline_axes([None, v], ["cpu", "after"], no_cuda=[True, False])
+        assert [t.get_text() for t in axes[0].texts] == [NO_GPU_WORK.format("cpu")]
+        plt.close(fig)
+
+
+def test_streams_past_max_lanes_share_the_bottom_lane(monkeypatch):
+    """Past MAX_LANES streams, the busiest MAX_LANES - 1 keep a lane each and the others share
+    the bottom one, labelled with their count; every operation is still drawn."""
+    from specscope.reports import timeline
+
+    (v,) = _views([AFTER])
+    ops = v.timeline.ops.assign(stream_id=100 + np.arange(len(v.timeline.ops)) % 5)
+    v = dataclasses.replace(v, timeline=dataclasses.replace(v.timeline, ops=ops))
+    busy = ops.groupby("stream_id")["dur_us"].sum().sort_values(ascending=False, kind="stable")
+    monkeypatch.setattr(timeline, "MAX_LANES", 3)
+    with plt.rc_context(rc()):
+        fig, (ax,) = timeline_axes([v], ["after"])
+        ticks = [t.get_text() for t in ax.get_yticklabels()]
+        kept = sorted(busy.index[:2])  # (top to bottom: the kept streams in order, the others)
+        assert ticks[:3] == [f"stream {kept[0]}", f"stream {kept[1]}", "3 others"]
+        assert sum(len(c.get_paths()) for c in ax.collections) >= len(ops)  # (every bar)
         plt.close(fig)
 
 
