@@ -71,9 +71,7 @@ def test_the_views_error_is_raised_after_every_input_as_before(tmp_path):
                         f" WHERE {column} = 'draft_extend.replay'")  # fmt: skip
         con.commit()
     out = tmp_path / "out"
-    r = CliRunner().invoke(
-        report_cmd, [str(BEFORE), str(lacking), "--out", str(out)]
-    )
+    r = CliRunner().invoke(report_cmd, [str(BEFORE), str(lacking), "--out", str(out)])
     assert r.exit_code == 2
     assert f"{lacking}: no value of 'gap_us:" in r.output
     assert not out.exists() or not list(out.iterdir())  # (nothing written)
