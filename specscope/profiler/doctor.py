@@ -54,7 +54,12 @@ def export_probe(
     nsys: discover.Nsys, python: str = sys.executable, workdir: Path | None = None
 ) -> Check:
     """Profile the NVTX one-liner with ``nsys``, export it, and count its ranges."""
-    from specscope.profiler.profile import check_export, diagnose_qdstrm, run_logged
+    from specscope.profiler.profile import (
+        check_export,
+        diagnose_qdstrm,
+        run_logged,
+        written_report,
+    )
 
     with tempfile.TemporaryDirectory(prefix="specscope-doctor-", dir=workdir) as d:
         tmp = Path(d)
@@ -64,8 +69,8 @@ def export_probe(
         rc, _, _ = run_logged(args, tmp / "probe.log", env, None)
         log = (tmp / "probe.log").read_text(errors="replace").strip().splitlines()
         last = log[-1] if log else ""
-        report = tmp / "probe.nsys-rep"
-        if not report.exists():
+        report = written_report(tmp / "probe")
+        if report is None:
             qdstrms = manifest.files_under(tmp, ".qdstrm")
             if qdstrms:
                 return Check("export", FAIL, "no report", diagnose_qdstrm(nsys, qdstrms[0]))

@@ -4,7 +4,8 @@ Each run gets a new folder ``OUT/<UTC time>-<label>/`` (a ``-2``, ``-3`` suffix 
 taken; never reused) holding::
 
     command.log      everything nsys and the command printed (also echoed to the terminal)
-    report.nsys-rep  the report            report.sqlite  its export (nsys export --type sqlite)
+    report.nsys-rep  the report (report.qdrep from nsys 2021.3 and older)
+    report.sqlite    its export (nsys export --type sqlite)
     export.log       what nsys export printed
     nsys-tmp/        nsys' temporary folder (TMPDIR); kept only if a .qdstrm was left there
     manifest.json    see specscope.profiler.manifest
@@ -43,6 +44,19 @@ from specscope.profiler.errors import (
 from specscope.profiler.flags import ProfileFlags, nsys_export_args, nsys_profile_args
 
 REPORT = "report"
+REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
+"""What ``nsys profile -o STEM`` names its report: ``STEM.nsys-rep``, or ``STEM.qdrep`` from nsys
+2021.3 and older (2020.4 from Debian bullseye among them)."""
+
+
+def written_report(stem: Path) -> Path | None:
+    """The report ``nsys profile -o stem`` wrote (:data:`REPORT_SUFFIXES`), or None."""
+    for suffix in REPORT_SUFFIXES:
+        if (report := stem.with_name(stem.name + suffix)).exists():
+            return report
+    return None
+
+
 _GENERATING = re.compile(rb"Generating '([^']+)'")
 _LABEL_OK = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -325,9 +339,9 @@ def _export_report(
 ) -> tuple[Path | None, ProfilerError | None]:
     """Export the report to SQLite; returns (the export, None), or (None, the error) with
     `data["status"]` saying why there is none: export-failed, qdstrm-unimported or no-report."""
-    report = run_dir / f"{REPORT}.nsys-rep"
+    report = written_report(run_dir / REPORT)
     qdstrms = manifest.files_under(run_dir, ".qdstrm")
-    if report.exists():
+    if report is not None:
         export = run_dir / f"{REPORT}.sqlite"
         t1 = time.monotonic()
         erc, _, _ = run_logged(

@@ -60,7 +60,7 @@ if os.environ.get("FAKE_NSYS_IMPORT") == "fail":
     print("Importer error status: Importation failed.")
     sys.exit(1)
 if os.environ.get("FAKE_NSYS_IMPORT") != "none":
-    open(out + ".nsys-rep", "w").write("report")
+    open(out + os.environ.get("FAKE_NSYS_SUFFIX", ".nsys-rep"), "w").write("report")
 sys.exit(rc)
 """
 
@@ -81,7 +81,7 @@ def fake_env(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", path)
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     monkeypatch.setenv("FAKE_NSYS_EXPORT", str(CPU_EXPORT))
-    for var in ("SPECSCOPE_NSYS", "SPECSCOPE_NSYS_PREFIX", "FAKE_NSYS_IMPORT"):
+    for var in ("SPECSCOPE_NSYS", "SPECSCOPE_NSYS_PREFIX", "FAKE_NSYS_IMPORT", "FAKE_NSYS_SUFFIX"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.chdir(tmp_path)
     return tmp_path
@@ -283,6 +283,17 @@ def test_profile_writes_folder_and_manifest(fake_env, monkeypatch):
     assert "hello from the command" in (d / "command.log").read_text()
     assert m["export"]["nvtx_ranges"] > 0
     assert not (d / "nsys-tmp").exists()  # nothing left in nsys' temp folder
+
+
+def test_a_qdrep_report_of_an_older_nsys_is_exported(fake_env, monkeypatch):
+    """nsys 2021.3 and older (2020.4 from Debian bullseye) name the report ``.qdrep``: it is
+    exported and read as a ``.nsys-rep`` is (it was "no report")."""
+    monkeypatch.setenv("FAKE_NSYS_SUFFIX", ".qdrep")
+    monkeypatch.setenv("FAKE_NSYS_VERSION", "2020.4.3.7-10543b6")
+    res = run_profile(_py("pass"), label="old", out=fake_env / "runs", echo=None)
+    m = json.loads((res.run_dir / "manifest.json").read_text())
+    assert m["status"] == "ok" and {"report.qdrep", "report.sqlite"} <= set(m["outputs"])
+    assert m["export"]["nvtx_ranges"] > 0
 
 
 def test_relative_out_gives_nsys_an_absolute_tmpdir(fake_env):
