@@ -3,11 +3,17 @@ figure is made and written (:func:`new_figure`, :func:`save_png`)."""
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from specscope.analysis.composition import OpCategory
 from specscope.reports.markdown import display_name
+
+# a name with characters the figures' font lacks (an NVTX range named in CJK or with an emoji)
+# is drawn with boxes for them; matplotlib warned once per glyph, figure and layout pass (39
+# lines for a report of one such export against itself), which said nothing the boxes do not
+warnings.filterwarnings("ignore", message=r"Glyph \d+ .* missing from font", category=UserWarning)
 
 DPI = 100
 WIDTH_IN = 16.0  # 1600 px

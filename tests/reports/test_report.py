@@ -502,3 +502,31 @@ def test_bad_input_with_a_helper_is_one_error_line(tmp_path, monkeypatch):
     assert not out.exists()
     with pytest.raises(ChildProcessError):
         os.waitpid(-1, os.WNOHANG)  # the helper was killed and reaped
+
+
+def test_names_the_font_lacks_are_drawn_without_a_warning_per_glyph(tmp_path):
+    """NVTX ranges and kernels named in CJK, Cyrillic and emoji: the report is written and its
+    stderr holds no matplotlib warning for each glyph the figures' font lacks (39 lines)."""
+    import subprocess
+    import sys
+
+    from specscope.analysis.synthetic import SyntheticExport
+
+    x, t = SyntheticExport(), 0
+    for _ in range(30):
+        with x.nvtx("步骤 🚀", t, t + 9_000):
+            with x.nvtx("准备 ✨", t + 100, t + 2_000):
+                c = x.api("cudaLaunchKernel", t + 200, t + 300)
+            x.kernel("核函数_κ", t + 400, t + 1_400, c)
+            with x.nvtx("回放 🔁", t + 3_000, t + 5_000):
+                c = x.api("cudaLaunchKernel", t + 3_100, t + 3_200)
+            x.kernel("ядро", t + 3_300, t + 4_800, c)
+        t += 10_000
+    path = str(x.write(tmp_path / "named.sqlite"))
+    spec = ["--step", "步骤 🚀", "--anchors", "准备 ✨,回放 🔁", "--out", str(tmp_path / "out")]
+    r = subprocess.run([sys.executable, "-m", "specscope", "report", path, path, *spec],
+                       capture_output=True, text=True, cwd=ROOT)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert "Glyph" not in r.stderr and "UserWarning" not in r.stderr
+    (folder,) = (tmp_path / "out").iterdir()
+    assert "准备 ✨" in (folder / "report.html").read_text()
