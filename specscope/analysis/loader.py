@@ -652,7 +652,29 @@ def _load(path: Path, plain: Path) -> Trace:
         )
     with sql_errors(path):
         meta = _export_meta(con, tables)
-    return Trace(path=path, con=con, tables=tables, meta=meta)
+    return Trace(path=path, con=con, tables=_without_empty(con, tables), meta=meta)
+
+
+_ROW_TABLES = (*CUDA_TABLES, "NVTX_EVENTS", "OSRT_API")
+"""The tables whose absence the analyses read as "none of these" (no CUDA activity, no CUDA
+API calls, no NVTX ranges, no OS runtime calls): each is left out of :attr:`Trace.tables` where
+it holds no row, so that an empty one reads as an absent one (``nsys export --lazy=false``
+writes every table, empty or not: NVTX ranges recorded on a CPU read as a CUDA capture in which
+no step launched anything)."""
+
+
+def _without_empty(con: sqlite3.Connection, tables: frozenset[str]) -> frozenset[str]:
+    """``tables`` without those of :data:`_ROW_TABLES` that hold no row (a table that cannot be
+    read is kept: its reader says what is wrong with it)."""
+    empty = set()
+    for table in _ROW_TABLES:
+        if table in tables:
+            try:
+                if con.execute(f"SELECT 1 FROM {table} LIMIT 1").fetchone() is None:
+                    empty.add(table)
+            except sqlite3.DatabaseError:
+                continue
+    return tables - empty
 
 
 def _export_meta(con: sqlite3.Connection, tables: frozenset[str]) -> dict[str, str]:

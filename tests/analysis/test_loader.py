@@ -469,3 +469,35 @@ def test_op_flags_unpacked_a_chunk_at_a_time_as_whole(monkeypatch, dtype, held):
         assert g.dtype == w.dtype and np.array_equal(g, w)
     assert ids is None if not execs else np.array_equal(ids, exec_ids(low))
     assert np.array_equal(kept, low)  # (held by the caller: as it was)
+
+
+def test_empty_tables_read_as_absent_ones(tmp_path):
+    """``nsys export --lazy=false`` writes every table, empty ones too: NVTX ranges recorded on a
+    CPU then held empty CUDA tables, and were analysed as a CUDA capture in which no step
+    launched anything (capture mode no-graphs, a report refused). Empty, they are absent."""
+    import json
+    import shutil
+    import sqlite3
+    from contextlib import closing
+
+    from click.testing import CliRunner
+
+    from specscope.cli import cli
+
+    plain = DATA / "cpu_eagle_2023.sqlite"
+    every = tmp_path / "every_table.sqlite"
+    shutil.copyfile(plain, every)
+    with closing(sqlite3.connect(every)) as con:
+        for table in ("KERNEL", "MEMCPY", "MEMSET", "RUNTIME", "GRAPH_TRACE"):
+            columns = "start INTEGER, end INTEGER, globalTid INTEGER, correlationId INTEGER"
+            con.execute(f"CREATE TABLE CUPTI_ACTIVITY_KIND_{table} ({columns})")
+        con.commit()
+    trace = load(every)
+    assert trace.capture_mode.value == "no-cuda" and not trace.has("CUPTI_ACTIVITY_KIND_RUNTIME")
+
+    def analysed(path):
+        r = CliRunner().invoke(cli, ["analyze", str(path), "--format", "json"])
+        assert r.exit_code == 0, r.output
+        return {k: v for k, v in json.loads(r.stdout).items() if k != "trace"}
+
+    assert analysed(every) == analysed(plain)
