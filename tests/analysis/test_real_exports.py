@@ -420,3 +420,21 @@ def test_transformers_static_cache_generate_without_options() -> None:
     assert f["eager_kernels"].tolist() == [0] + [55] * 21 + [53, 331] + [55] * 21 + [53]
     (note,) = [n for n in p.analysis.notes if "another kind of step" in n]
     assert "(372 eager operations against 64: step 23)" in note
+
+
+def test_an_export_with_every_table_is_the_default_export() -> None:
+    """``scripts/real/export_lazy.sh``: one graph-mode report of ``mixed_batches.py 48 8``
+    exported as nsys does by default (45 tables) and with ``--lazy=false`` (218, the empty ones
+    too): the same zero-config analysis, the same totals."""
+    from click.testing import CliRunner
+
+    from specscope.cli import cli
+
+    def outputs(name: str) -> list[str]:
+        path = str(DATA / "real" / f"{name}.sqlite")
+        views = (["--format", "json"], ["--totals"])
+        runs = [CliRunner().invoke(cli, ["analyze", path, *view]) for view in views]
+        assert all(r.exit_code == 0 for r in runs)
+        return [r.stdout.replace(path, "TRACE") for r in runs]
+
+    assert outputs("lazy_false") == outputs("lazy_default")
