@@ -201,7 +201,8 @@ def _fill_details(story: GapStory, a: Analysis) -> None:
         story.phases = host_phases(thread, start, launch, skip=a.steps.spec.step)
         story.api_calls = host_calls(mine, start, launch)
         if story.os_traced:
-            story.os_calls = host_phases(a.trace.os_calls(a.steps.pid, tid), start, launch)
+            calls = a.trace.os_calls(a.steps.pid, tid, (start, launch))
+            story.os_calls = host_phases(calls, start, launch)
 
 
 def _items(frame: pd.DataFrame) -> list[Item]:

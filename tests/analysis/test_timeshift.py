@@ -115,3 +115,16 @@ def test_the_real_normalized_export_analyses_as_the_plain_one(tmp_path):
     assert _outputs(normalized) == _outputs(same_name)
     nvtx, ops = trace.nvtx, trace.ops
     assert len(ops) and len(nvtx) and ops["start_ns"].max() < 10**11  # session time again
+
+
+def test_a_shifted_export_is_explained_as_its_original(tmp_path):
+    """``explain`` reads the OS runtime calls of the gap's window alone, by SQL on the export's
+    own clock: a shifted export (``-t osrt``) tells the same calls."""
+    export = REAL / "overlap_thread.sqlite"
+    shifted = _shifted_copy(export, tmp_path / export.name, EPOCH_SHIFT)
+    told = []
+    for path in (export, shifted):
+        r = CliRunner().invoke(cli, ["explain", str(path)])
+        assert r.exit_code == 0, r.output
+        told.append(_named(r.stdout, path))
+    assert told[0] == told[1] and "in OS runtime calls" in told[0]
