@@ -26,7 +26,7 @@ import difflib
 import enum
 import math
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -198,13 +198,18 @@ def _collector(rule: Rule, out: list[Result]):
 
 
 def evaluate(
-    rules: Sequence[Rule], summary: pd.DataFrame, baseline: pd.DataFrame | None = None
+    rules: Sequence[Rule],
+    summary: pd.DataFrame,
+    baseline: pd.DataFrame | None = None,
+    unavailable: Mapping[str, str] | None = None,
 ) -> list[Result]:
     """Evaluate every limit of every rule against ``summary`` (and ``baseline``), in order.
 
     ``summary``/``baseline``: frames indexed by metric with the columns of
     :data:`specscope.analysis.summary.STATS` (``summarize`` or :func:`pooled_summary`).
-    ThresholdsError if a rule names a metric the run does not have.
+    ``unavailable``: why the run has no value of a metric (:attr:`.StepMetrics.unavailable`),
+    said where a limit fails for want of one. ThresholdsError if a rule names a metric the run
+    does not have.
     """
     out = []
     for rule in rules:
@@ -214,7 +219,8 @@ def evaluate(
         result = _collector(rule, out)
         if rule.min_steps is not None:
             result("min_steps", n, rule.min_steps, n >= rule.min_steps)
-        missing = "no value: the metric is unavailable in this run" if math.isnan(value) else ""
+        why = (unavailable or {}).get(rule.metric, "the metric is unavailable in this run")
+        missing = f"no value: {why}" if math.isnan(value) else ""
         if rule.max is not None:
             result("max", value, rule.max, not missing and value <= rule.max, missing)
         if rule.min is not None:

@@ -74,7 +74,8 @@ def check_cmd(runs: tuple[str, ...], thresholds_path: str, baseline_refs: tuple[
                 warn(c.message)
     summary = pooled_summary([r.frame for r in measured])
     base_summary = pooled_summary([r.frame for r in baseline]) if baseline else None
-    results = evaluate(rules, summary, base_summary)
+    why = {m: reason for r in reversed(measured) for m, reason in r.unavailable.items()}
+    results = evaluate(rules, summary, base_summary, why)
 
     steps = sum(r.n_steps for r in measured)
     click.echo(f"{', '.join(r.source for r in measured)}: {steps} steps, {len(rules)} rule(s)")

@@ -135,6 +135,16 @@ def test_unavailable_metric_fails_and_unknown_metric_is_an_error() -> None:
         evaluate([Rule("idle_usec", max=1)], s)
 
 
+def test_a_limit_without_a_value_says_why() -> None:
+    """The run's reason for a metric it has no value of (its ``unavailable``), where given."""
+    s = summary(idle_us=[np.nan])
+    (r,) = evaluate([Rule("idle_us", max=10)], s, unavailable={"idle_us": "no CUDA activity"})
+    assert r.status is Status.FAIL and r.message == "no value: no CUDA activity"
+    cpu = ROOT / "tests" / "data" / "cpu_eagle_2023.sqlite"
+    out = CliRunner().invoke(check_cmd, [str(cpu), "--thresholds", "eagle"]).output
+    assert "GPU idle per step <= 1300 us: measured n/a (no value: the export has no CUDA" in out
+
+
 def test_junit_xml_structure() -> None:
     results = evaluate(
         [
