@@ -25,6 +25,18 @@ occupancy stays within 0-100 %.
 :func:`no_launch_note` explains an empty projection: when CUDA API calls share a correlation id
 (a damaged export), GPU operations cannot be matched to their launches, and it says so instead
 of "no GPU operation was launched inside the steps".
+
+:func:`unrecorded_kernels_note` says when the capture lost kernels: an nsys older than the
+CUDA driver records every kernel launch call but few of the kernels (nsys 2023.4 with CUDA 13
+on an H200 kept 4 of 90), so each step's GPU work is undercounted and its idle overstated
+without any error. Every real export under ``tests/data`` has one kernel per launch call in the
+median step::
+
+    median over kept steps of api_calls:cudaLaunchKernel  >= MIN_LAUNCH_CALLS, and
+    median over kept steps of eager_kernels  <  MIN_RECORDED * that median
+
+(medians: a step that records a CUDA graph, whose captured launches run nothing then, is
+not the usual step).
 """
 
 from __future__ import annotations
@@ -38,6 +50,10 @@ from specscope.analysis.sqlread import NULL_INT
 from specscope.analysis.timeshift import FAR_NS
 
 CAPTURE_SLACK_NS = 1_000_000_000
+NO_LAUNCH = "no GPU operation was launched inside the steps"
+"""Why the steps have no GPU metric where they launched nothing (:func:`no_launch_note`)."""
+MIN_LAUNCH_CALLS = 8  # launch calls in the median step below this: too few to judge
+MIN_RECORDED = 0.5  # kernels recorded per launch call in the median step, at least
 """How far outside ``[0, duration]`` of the capture a time may lie (clock skew between CPU and
 GPU timestamps, events recorded while the capture stopped)."""
 
@@ -219,4 +235,21 @@ def no_launch_note(trace) -> str:
             "no GPU operation could be matched to a launch inside the steps: CUDA API calls "
             "share correlation ids (a damaged export?)"
         )
-    return "no GPU operation was launched inside the steps"
+    return NO_LAUNCH
+
+
+def unrecorded_kernels_note(calls: np.ndarray, kernels: np.ndarray) -> list[str]:
+    """The note of a capture that lost kernels (module doc), from each kept step's kernel
+    launch calls (``api_calls:cudaLaunchKernel``) and its ``eager_kernels``; none where the
+    median step has a kernel for most of its launch calls."""
+    if np.isnan(calls).all() or np.isnan(kernels).all():  # (no calls read, no GPU metrics)
+        return []
+    calls, kernels = float(np.nanmedian(calls)), float(np.nanmedian(kernels))
+    if not calls >= MIN_LAUNCH_CALLS or kernels >= MIN_RECORDED * calls:  # (NaN: no note)
+        return []
+    return [
+        f"the median step made {calls:g} kernel launch calls but {kernels:g} kernels were "
+        "recorded: the capture lost GPU work (an nsys older than the CUDA driver records few "
+        "kernels: nsys 2023.4 with CUDA 13 kept 4 of 90), so the step's GPU work is "
+        "undercounted and its idle overstated; record with an nsys as new as the driver"
+    ]

@@ -159,3 +159,25 @@ def test_readable_strings_as_read_and_made_readable():
     assert readable_strings(clean) == {1: "cudaLaunchKernel_v7000", 2: "aten::mm"}
     odd = {1: "x", 2: b"\xffy", 3: None, 4: 7, "5": "z"}
     assert readable_strings(odd) == {1: "x", 2: "\ufffdy", 3: "<string 3>", 4: "<string 4>"}
+
+
+@pytest.mark.parametrize(("recorded", "noted"), [(10, False), (5, False), (4, True), (0, True)])
+def test_a_capture_that_lost_kernels_is_noted(write_export, recorded, noted):
+    """Ten kernel launch calls per step, ``recorded`` of them with their kernel (an nsys older
+    than the driver records few): a note under half of them, none from half on."""
+    from specscope.analysis.spec import StepSpec
+    from specscope.analysis.synthetic import SyntheticExport
+
+    x = SyntheticExport()
+    for k in range(20):
+        t = 10_000 * k
+        with x.nvtx("step", t, t + 9_000):
+            for i in range(10):
+                call = x.api("cudaLaunchKernel", t + 100 + 500 * i, t + 200 + 500 * i)
+                if i < recorded:
+                    x.kernel("k", t + 300 + 500 * i, t + 400 + 500 * i, call)
+    a = analyze(write_export(x), StepSpec("step"), AnalyzeOptions())
+    said = [n for n in a.notes if "kernel launch calls but" in n]
+    assert bool(said) == noted
+    if noted:
+        assert said[0].startswith(f"the median step made 10 kernel launch calls but {recorded} ")
