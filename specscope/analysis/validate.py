@@ -27,10 +27,11 @@ occupancy stays within 0-100 %.
 of "no GPU operation was launched inside the steps".
 
 :func:`unrecorded_kernels_note` says when the capture lost kernels: an nsys older than the
-CUDA driver records every kernel launch call but few of the kernels (nsys 2023.4 with CUDA 13
-on an H200 kept 4 of 90), so each step's GPU work is undercounted and its idle overstated
-without any error. Every real export under ``tests/data`` has one kernel per launch call in the
-median step::
+CUDA driver can record every kernel launch call and few of the kernels (``shared/NSYS.md``: nsys
+2023.4 saw 4 of 90 kernels of a CUDA 13 program on an H200; of ``scripts/real/eager_steps.py``'s
+it kept all 900, ``tests/data/real/nsys2023_eager.sqlite``), so each step's GPU work is
+undercounted and its idle overstated without any error. Every real export under ``tests/data``
+has one kernel per launch call in the median step::
 
     median over kept steps of api_calls:cudaLaunchKernel  >= MIN_LAUNCH_CALLS, and
     median over kept steps of eager_kernels  <  MIN_RECORDED * that median
@@ -249,7 +250,7 @@ def unrecorded_kernels_note(calls: np.ndarray, kernels: np.ndarray) -> list[str]
         return []
     return [
         f"the median step made {calls:g} kernel launch calls but {kernels:g} kernels were "
-        "recorded: the capture lost GPU work (an nsys older than the CUDA driver records few "
-        "kernels: nsys 2023.4 with CUDA 13 kept 4 of 90), so the step's GPU work is "
-        "undercounted and its idle overstated; record with an nsys as new as the driver"
+        "recorded: the capture lost GPU work (an nsys older than the CUDA driver can record "
+        "the calls and few of their kernels), so the step's GPU work is undercounted and its "
+        "idle overstated; record with an nsys as new as the driver"
     ]

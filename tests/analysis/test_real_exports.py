@@ -438,3 +438,19 @@ def test_an_export_with_every_table_is_the_default_export() -> None:
         return [r.stdout.replace(path, "TRACE") for r in runs]
 
     assert outputs("lazy_false") == outputs("lazy_default")
+
+
+def test_one_loop_recorded_by_nsys_2023_and_2025_is_analysed_alike() -> None:
+    """``scripts/real/record_nsys2023.sh``: ``eager_steps.py 30 30`` recorded on the H200 by nsys
+    2023.4.4 (CUPTI 12.4, older than the driver) and by 2025.3.1: the same steps and counts,
+    every kernel recorded by both (the note of a capture that lost kernels in neither)."""
+    frames = []
+    for name in ("nsys2023_eager", "nsys2025_eager"):
+        p = _only(name)
+        assert p.choice.startswith("NVTX ranges 'step' (30 ranges")
+        assert not [n for n in p.analysis.notes if "kernel launch calls but" in n]
+        frames.append(p.analysis.frame)
+    counts = ["eager_kernels", "eager_memcpy_htod", "api_calls:cudaLaunchKernel"]
+    for f in frames:
+        assert len(f) == 30 and (f[counts] == [30, 1, 30]).all().all()
+    assert _only("nsys2023_eager").analysis.nsys_version == "2023.4.4.54"

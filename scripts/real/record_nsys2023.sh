@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# nsys 2023.4.4 (Debian's, the CPU machines') on the H200, whose driver is newer than it: what a
+# user gets who records with an nsys older than the CUDA driver. Its CUPTI is CUDA 12.4's.
+#
+#   bash scripts/real/record_nsys2023.sh OUT_DIR TARBALL
+#
+# TARBALL holds the target-linux-x64 files nsys 2023.4.4 profiles with (nsys, its launcher,
+# libToolsInjection64.so, libcupti.so.12.4, libnvlog.so: made on the CPU machine from the install
+# of scripts/install_nsys.sh, ``tar -cJf``); the host tools are not carried: the .qdstrm each
+# recording leaves is copied to OUT_DIR, to be imported on the CPU machine
+# (``QdstrmImporter -i FILE.qdstrm`` of that install, then ``nsys export --type sqlite``).
+# Records scripts/real/eager_steps.py 30 30 (30 NVTX steps of a copy and 30 kernels) with
+# `-t cuda,nvtx --capture-range=cudaProfilerApi --capture-range-end=stop`, and the same with
+# nsys 2025.3.1 into OUT_DIR/eager_2025.sqlite (what the GPU ran), and writes OUT_DIR/log.txt.
+set -uo pipefail
+out=$(mkdir -p "$1" && cd "$1" && pwd)
+tarball=$(readlink -f "$2")
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+work=$(mktemp -d)
+cd "$work" || exit 1
+tar -xJf "$tarball"
+NEW=${NSYS:-/opt/nvidia/nsight-compute/2025.3.1/host/target-linux-x64/nsys}
+export LD_LIBRARY_PATH=$repo/.gpu-libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+args=(-t cuda,nvtx -s none --cpuctxsw=none --capture-range=cudaProfilerApi --capture-range-end=stop)
+{
+  ./target-linux-x64/nsys --version
+  mkdir -p tmp
+  TMPDIR=$work/tmp timeout 180 ./target-linux-x64/nsys profile "${args[@]}" -o eager_2023 \
+    python3 "$repo/scripts/real/eager_steps.py" 30 30 2>&1 | tail -n 8
+  ls -la "$work" "$work/tmp"
+  find "$work" -name "*.qdstrm" -exec cp {} "$out/" \;
+  "$NEW" --version
+  timeout 180 "$NEW" profile "${args[@]}" -o eager_2025 \
+    python3 "$repo/scripts/real/eager_steps.py" 30 30 2>&1 | tail -n 3
+  "$NEW" export --type sqlite -o "$out/eager_2025.sqlite" eager_2025.nsys-rep 2>&1 | tail -n 1
+} >"$out/log.txt" 2>&1
+ls -la "$out" >>"$out/log.txt"
