@@ -4,11 +4,15 @@
 #
 #   bash scripts/real/record_nsys2023.sh OUT_DIR TARBALL
 #
-# TARBALL holds the target-linux-x64 files nsys 2023.4.4 profiles with (nsys, its launcher,
-# libToolsInjection64.so, libcupti.so.12.4, libnvlog.so: made on the CPU machine from the install
-# of scripts/install_nsys.sh, ``tar -cJf``); the host tools are not carried: the .qdstrm each
-# recording leaves is copied to OUT_DIR, to be imported on the CPU machine
-# (``QdstrmImporter -i FILE.qdstrm`` of that install, then ``nsys export --type sqlite``).
+# TARBALL holds target-linux-x64 of scripts/install_nsys.sh's install without what CUDA tracing
+# needs not (19 MB with xz, under the device's 64 MiB carry), made on the CPU machine by
+#   (cd ~/.local/specscope/nsys-2023.4.4 && ls target-linux-x64 | grep -v "libcupti.so.1[01]\|\
+#    CollectX\|libnvperf_grfx_host\|GpuMetrics\|vulkan-layers\|reports\|rules\|python\|\
+#    PythonNvtx\|sqlite3\|nvgpucs\|NvTraceFormat" | sed 's#^#target-linux-x64/#' \
+#    | tar -cf - -T -) | xz -6 > .gpu-old/nsys2023.tar.xz
+# The host tools are not carried: the .qdstrm each recording leaves is copied to OUT_DIR, to be
+# imported on the CPU machine (``QdstrmImporter -i FILE.qdstrm`` of that install, with its
+# host-linux-x64 on LD_LIBRARY_PATH, then ``nsys export --type sqlite``).
 # Records scripts/real/eager_steps.py 30 30 (30 NVTX steps of a copy and 30 kernels) with
 # `-t cuda,nvtx --capture-range=cudaProfilerApi --capture-range-end=stop`, and the same with
 # nsys 2025.3.1 into OUT_DIR/eager_2025.sqlite (what the GPU ran), and writes OUT_DIR/log.txt.
