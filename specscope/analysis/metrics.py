@@ -83,7 +83,7 @@ from specscope.analysis.stepkinds import (
     odd_steps_note,
 )
 from specscope.analysis.steps import Steps, interval_index, kept_position
-from specscope.analysis.validate import NO_LAUNCH, no_launch_note, unrecorded_kernels_note
+from specscope.analysis.validate import NO_LAUNCH, lost_work_notes, no_launch_note
 
 _GPU_METRICS = tuple(gpu_metrics())  # NaN without CUDA data (catalog: needs_cuda)
 
@@ -124,10 +124,6 @@ def _gaps(steps: Steps, first: np.ndarray, last: np.ndarray, prefix: str) -> dic
     return pair_columns(steps, (first[1:] - last[:-1]) / 1e3, prefix)
 
 
-_LAUNCHES_AND_KERNELS = ("api_calls:cudaLaunchKernel", "eager_kernels")
-"""The columns :func:`.validate.unrecorded_kernels_note` reads."""
-
-
 def per_step_metrics(
     trace: Trace, steps: Steps, count_kernels: tuple[str, ...] | list[str] = ()
 ) -> StepMetrics:
@@ -153,8 +149,9 @@ def per_step_metrics(
         out = _joined(out, dict.fromkeys(missing, np.full(len(out), np.nan)))
         notes = list(steps.notes)
         if trace.has(RUNTIME) and why == NO_LAUNCH:  # (launch calls and no kernel: lost?)
-            calls = _api_metrics(trace, steps)[_LAUNCHES_AND_KERNELS[0]]
-            notes += unrecorded_kernels_note(calls, np.zeros(len(calls)))
+            calls = _api_metrics(trace, steps)
+            zeros = np.zeros(len(steps.kept))  # (their GPU work: none)
+            notes += lost_work_notes(calls | {"eager_kernels": zeros, "graph_launches": zeros})
         return StepMetrics(out, dict.fromkeys(missing, why), notes)
     rows = len(steps.ops)  # each stage's freed chunks given back before the next (memory.py)
     # the counts first, while a second thread builds the coverage the window metrics query
@@ -183,8 +180,8 @@ def per_step_metrics(
     steps.__dict__.pop("_coverage", None)  # (only the metrics above query it: 4 B per op)
     give_back(rows)
     costs = _one_time_costs(trace, steps, out.index[long_steps(out)])
-    lost = unrecorded_kernels_note(*(out[c].to_numpy() for c in _LAUNCHES_AND_KERNELS))
-    notes = list(steps.notes) + lost + odd_steps_note(out) + long_steps_note(out, costs)
+    notes = list(steps.notes) + lost_work_notes(out) + odd_steps_note(out)
+    notes += long_steps_note(out, costs)
     if patterns and trace.capture_mode is CaptureMode.GRAPH:
         notes.append(
             "graph mode: kernels:/kernel_us: count eager launches only (kernels inside graph "

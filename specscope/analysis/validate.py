@@ -26,15 +26,17 @@ occupancy stays within 0-100 %.
 (a damaged export), GPU operations cannot be matched to their launches, and it says so instead
 of "no GPU operation was launched inside the steps".
 
-:func:`unrecorded_kernels_note` says when the capture lost kernels: an nsys older than the
-CUDA driver can record every kernel launch call and few of the kernels (``shared/NSYS.md``: nsys
-2023.4 saw 4 of 90 kernels of a CUDA 13 program on an H200; of ``scripts/real/eager_steps.py``'s
-it kept all 900, ``tests/data/real/nsys2023_eager.sqlite``), so each step's GPU work is
-undercounted and its idle overstated without any error. Every real export under ``tests/data``
-has one kernel per launch call in the median step::
+:func:`lost_work_notes` says when the capture lost GPU work: an nsys older than the CUDA driver
+can record the launch calls and not what they launched, without any error. nsys 2023.4.4 (CUPTI
+12.4) on the H200's CUDA 13 driver recorded every ``cudaGraphLaunch`` in graph mode and none of
+the replays (``tests/data/real/nsys2023_mixed_graph.sqlite``: no ``GRAPH_TRACE`` table; node
+mode and eager kernels it recorded whole); ``shared/NSYS.md`` saw it keep 4 of 90 kernels. Every
+other real export under ``tests/data`` has, in its median step, one kernel per kernel launch
+call and one replay per graph launch call. A note for each of :data:`LOST_WORK`::
 
-    median over kept steps of api_calls:cudaLaunchKernel  >= MIN_LAUNCH_CALLS, and
-    median over kept steps of eager_kernels  <  MIN_RECORDED * that median
+    median over kept steps of the calls (api_calls:cudaLaunchKernel, :cudaGraphLaunch)
+        >= the least (MIN_LAUNCH_CALLS kernel launches, 1 graph launch), and
+    median over kept steps of the work (eager_kernels, graph_launches)  <  MIN_RECORDED * that
 
 (medians: a step that records a CUDA graph, whose captured launches run nothing then, is
 not the usual step).
@@ -239,18 +241,36 @@ def no_launch_note(trace) -> str:
     return NO_LAUNCH
 
 
-def unrecorded_kernels_note(calls: np.ndarray, kernels: np.ndarray) -> list[str]:
-    """The note of a capture that lost kernels (module doc), from each kept step's kernel
-    launch calls (``api_calls:cudaLaunchKernel``) and its ``eager_kernels``; none where the
-    median step has a kernel for most of its launch calls."""
-    if np.isnan(calls).all() or np.isnan(kernels).all():  # (no calls read, no GPU metrics)
-        return []
-    calls, kernels = float(np.nanmedian(calls)), float(np.nanmedian(kernels))
-    if not calls >= MIN_LAUNCH_CALLS or kernels >= MIN_RECORDED * calls:  # (NaN: no note)
-        return []
-    return [
-        f"the median step made {calls:g} kernel launch calls but {kernels:g} kernels were "
-        "recorded: the capture lost GPU work (an nsys older than the CUDA driver can record "
-        "the calls and few of their kernels), so the step's GPU work is undercounted and its "
-        "idle overstated; record with an nsys as new as the driver"
-    ]
+LOST_WORK = {  # metric of the calls -> of the GPU work they launch, least calls, words, advice
+    "api_calls:cudaLaunchKernel": ("eager_kernels", MIN_LAUNCH_CALLS, "kernel launch calls",
+                                   "kernels", ""),
+    "api_calls:cudaGraphLaunch": ("graph_launches", 1, "CUDA graph launch calls",
+                                  "graph replays", " (or with --cuda-graph-trace=node: nsys 2023.4 "
+                                  "recorded the graphs' kernels so)"),
+}  # fmt: skip
+"""What :func:`lost_work_notes` compares (module doc)."""
+
+
+def lost_work_notes(columns) -> list[str]:
+    """The notes of a capture that lost GPU work (module doc): for each pair of
+    :data:`LOST_WORK`, the median kept step's calls against the work recorded for them, from
+    ``columns`` (metric name -> per-step values: the per-step metrics); a pair either of whose
+    metrics is missing or has no value is passed over."""
+    notes = []
+    for calls_metric, (work_metric, least, calls_words, work_words, advice) in LOST_WORK.items():
+        if calls_metric not in columns or work_metric not in columns:
+            continue
+        calls = np.asarray(columns[calls_metric], dtype=np.float64)
+        work = np.asarray(columns[work_metric], dtype=np.float64)
+        if np.isnan(calls).all() or np.isnan(work).all():  # (no calls read, no GPU metrics)
+            continue
+        c, w = float(np.nanmedian(calls)), float(np.nanmedian(work))
+        if not c >= least or w >= MIN_RECORDED * c:
+            continue
+        notes.append(
+            f"the median step made {c:g} {calls_words} but {w:g} {work_words} were recorded: "
+            f"the capture lost GPU work (an nsys older than the CUDA driver can record the calls "
+            f"and few of their {work_words}), so the step's GPU work is undercounted and its idle "
+            f"overstated; record with an nsys as new as the driver{advice}"
+        )
+    return notes

@@ -454,3 +454,20 @@ def test_one_loop_recorded_by_nsys_2023_and_2025_is_analysed_alike() -> None:
     for f in frames:
         assert len(f) == 30 and (f[counts] == [30, 1, 30]).all().all()
     assert _only("nsys2023_eager").analysis.nsys_version == "2023.4.4.54"
+
+
+def test_graph_replays_nsys_2023_did_not_record_are_said_lost() -> None:
+    """``mixed_batches.py 48 8`` recorded on the H200 by nsys 2023.4.4 (CUPTI 12.4, older than
+    the driver): in graph mode it wrote every ``cudaGraphLaunch`` and no replay (no
+    ``GRAPH_TRACE`` table), and zero-config can only find the prefills' kernel pattern; the
+    note says the capture lost GPU work. In node mode it recorded the graphs' kernels: the
+    decodes' cycle, as nsys 2025.3 gives it (``mixed_node``), and no such note."""
+    lost = _only("nsys2023_mixed_graph")
+    assert lost.analysis.capture_mode == "no-graphs"
+    (note,) = [n for n in lost.analysis.notes if "the capture lost GPU work" in n]
+    assert note.startswith("the median step made 7 CUDA graph launch calls but 0 graph replays")
+    node, new = _only("nsys2023_mixed_node"), _only("mixed_node")
+    assert node.choice == new.choice.replace(f"tid {new.analysis.tid}", f"tid {node.analysis.tid}")
+    assert not [n for n in node.analysis.notes if "the capture lost GPU work" in n]
+    for col in ("graph_launches", "graph_kernels", "eager_kernels", "eager_memcpy"):
+        assert (node.analysis.frame[col] == new.analysis.frame[col]).all(), col
