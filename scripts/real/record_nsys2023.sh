@@ -15,7 +15,9 @@
 # host-linux-x64 on LD_LIBRARY_PATH, then ``nsys export --type sqlite``).
 # Records scripts/real/eager_steps.py 30 30 (30 NVTX steps of a copy and 30 kernels) with
 # `-t cuda,nvtx --capture-range=cudaProfilerApi --capture-range-end=stop`, and the same with
-# nsys 2025.3.1 into OUT_DIR/eager_2025.sqlite (what the GPU ran), and writes OUT_DIR/log.txt.
+# nsys 2025.3.1 into OUT_DIR/eager_2025.sqlite (what the GPU ran); then scripts/real/
+# mixed_batches.py 48 8 with `-t cuda --cuda-graph-trace=graph|node` and the same capture range
+# (mixed_graph.qdstrm, mixed_node.qdstrm); and writes OUT_DIR/log.txt.
 set -uo pipefail
 out=$(mkdir -p "$1" && cd "$1" && pwd)
 tarball=$(readlink -f "$2")
@@ -32,6 +34,12 @@ args=(-t cuda,nvtx -s none --cpuctxsw=none --capture-range=cudaProfilerApi --cap
   TMPDIR=$work/tmp timeout 180 ./target-linux-x64/nsys profile "${args[@]}" -o eager_2023 \
     python3 "$repo/scripts/real/eager_steps.py" 30 30 2>&1 | tail -n 8
   ls -la "$work" "$work/tmp"
+  for mode in graph node; do  # (graph mode: nsys 2023.4.4 recorded no replay on the H200)
+    TMPDIR=$work/tmp timeout 180 ./target-linux-x64/nsys profile -t cuda -s none \
+      --cpuctxsw=none --cuda-graph-trace=$mode --capture-range=cudaProfilerApi \
+      --capture-range-end=stop -o "mixed_$mode" python3 "$repo/scripts/real/mixed_batches.py" 48 8 \
+      2>&1 | tail -n 2
+  done
   find "$work" -name "*.qdstrm" -exec cp {} "$out/" \;
   "$NEW" --version
   timeout 180 "$NEW" profile "${args[@]}" -o eager_2025 \
