@@ -1,11 +1,18 @@
-"""Versions of the Python packages that matter, and the old-nsys + new-nvtx trap.
+"""Versions of the Python packages that matter, and two traps of an old nsys.
 
 With nsys 2023.4, programs using the ``nvtx`` package 0.2.12 or newer record no NVTX ranges at all
 (only domain create/destroy); 0.2.11 records them. nsys 2025.3 records every version we tried.
+
+An nsys traces CUDA with the newest CUPTI it bundles (``libcupti.so.X.Y`` beside it: 12.4 in
+2023.4.4, 13.0 in 2025.3.1). Older than the driver's CUDA, it recorded on the H200 (driver
+580, CUDA 13.0) every graph launch call and no replay in graph mode, without any error
+(``tests/data/real/nsys2023_mixed_graph.sqlite``); its node mode and eager kernels were whole.
+:func:`cupti_warning` says so before recording.
 """
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from importlib.metadata import PackageNotFoundError, version
@@ -64,6 +71,36 @@ def nvtx_warning(nsys: Nsys, nvtx_version: str | None) -> str | None:
     return (
         f"nsys {nsys.version} records no NVTX ranges from the nvtx package {nvtx_version} "
         "(0.2.12 and newer); fix: pip install 'nvtx==0.2.11', or use nsys 2024.1 or newer"
+    )
+
+
+_CUPTI = re.compile(r"libcupti\.so\.(\d+)\.(\d+)$")
+
+
+def newest_cupti(nsys: Nsys) -> tuple[int, int] | None:
+    """The newest CUPTI (major, minor) ``nsys`` bundles: ``libcupti.so.X.Y`` beside the nsys
+    binary, or in ``target-linux-x64`` beside the folder of a wrapper (``bin/``); None where
+    there is none."""
+    binary = Path(nsys.path).resolve()
+    found = []
+    for folder in (binary.parent, binary.parent.parent / "target-linux-x64"):
+        if folder.is_dir():
+            matches = (_CUPTI.match(f.name) for f in folder.iterdir())
+            found += [(int(m[1]), int(m[2])) for m in matches if m]
+    return max(found) if found else None
+
+
+def cupti_warning(nsys: Nsys, driver_cuda: tuple[int, int] | None) -> str | None:
+    """A warning when ``nsys`` traces CUDA with a CUPTI of an older major version than the
+    driver's CUDA (module doc); else None (also where either is unknown)."""
+    cupti = newest_cupti(nsys)
+    if cupti is None or driver_cuda is None or cupti[0] >= driver_cuda[0]:
+        return None
+    return (
+        f"nsys {nsys.version or '?'} traces CUDA with CUPTI {cupti[0]}.{cupti[1]}, older than "
+        f"this driver's CUDA {driver_cuda[0]}.{driver_cuda[1]}: in graph mode it may record the "
+        "graph launch calls and no replay (nsys 2023.4.4 with CUDA 13.0 recorded none); fix: "
+        "use an nsys as new as the driver, or record with --graph-trace node"
     )
 
 

@@ -6,6 +6,8 @@ One :class:`Check` per line, each with the fix when it fails:
 - ``sqlite``    this nsys offers ``nsys export --type sqlite``;
 - ``importer``  its ``QdstrmImporter`` loads (``ldd``: missing libraries named);
 - ``nvtx``      the old-nsys + ``nvtx>=0.2.12`` trap (no ranges recorded);
+- ``cupti``     nsys's newest bundled CUPTI against the driver's CUDA (an older major: graph
+  replays may go unrecorded, :func:`.compat.cupti_warning`);
 - ``export``    a tiny NVTX-only profile of a Python one-liner, exported and read back: its ranges
   really are in the export;
 - ``gpu``       GPU names and driver (none: ``specscope profile`` drops ``cuda`` from ``-t``);
@@ -155,6 +157,18 @@ def _nvtx_check(nsys: discover.Nsys, packages: dict[str, str | None]) -> Check:
     return Check("nvtx", OK, f"nvtx {nvtx} with nsys {nsys.version or '?'}")
 
 
+def _cupti_check(nsys: discover.Nsys, driver_cuda: tuple[int, int] | None) -> Check:
+    """``cupti``: WARN where nsys traces with a CUPTI older than the driver's CUDA (graph
+    replays may go unrecorded: :func:`.compat.cupti_warning`)."""
+    warning = compat.cupti_warning(nsys, driver_cuda)
+    if warning:
+        return Check("cupti", WARN, warning.split("; fix: ")[0], warning.split("; fix: ")[-1])
+    cupti = compat.newest_cupti(nsys)
+    have = f"CUPTI {cupti[0]}.{cupti[1]}" if cupti else "no bundled CUPTI found"
+    cuda = f"the driver's CUDA {driver_cuda[0]}.{driver_cuda[1]}" if driver_cuda else "no driver"
+    return Check("cupti", OK, f"nsys {nsys.version or '?'}: {have}; {cuda}")
+
+
 def _export_check(
     nsys: discover.Nsys, probe: bool, packages: dict[str, str | None], python: str
 ) -> Check:
@@ -230,6 +244,7 @@ def run_checks(
             _sqlite_check(nsys),
             _importer_check(nsys),
             _nvtx_check(nsys, packages),
+            _cupti_check(nsys, manifest.driver_cuda() if gpus else None),
             _export_check(nsys, probe, packages, python),
         ]
     return checks + _machine_checks(gpus, packages)

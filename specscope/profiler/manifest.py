@@ -19,6 +19,7 @@ import datetime as dt
 import json
 import os
 import platform
+import re
 import shutil
 import socket
 import subprocess
@@ -91,6 +92,21 @@ def gpus(env: Mapping[str, str] | None = None) -> list[Gpu]:
         if name.strip():
             found.append(Gpu(name.strip(), driver.strip()))
     return found
+
+
+def driver_cuda(env: Mapping[str, str] | None = None) -> tuple[int, int] | None:
+    """The CUDA version the driver supports, from ``nvidia-smi``'s header (``CUDA Version:
+    13.0``); None without nvidia-smi, a GPU, or that line."""
+    env = os.environ if env is None else env
+    smi = shutil.which("nvidia-smi", path=env.get("PATH", ""))
+    if smi is None:
+        return None
+    try:
+        out = subprocess.run([smi], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    found = re.search(r"CUDA Version:\s*(\d+)\.(\d+)", out.stdout) if out.returncode == 0 else None
+    return (int(found[1]), int(found[2])) if found else None
 
 
 def host_info() -> dict[str, str]:

@@ -275,6 +275,8 @@ def _preflight(
     packages = compat.package_versions(["torch", "triton", "nvtx"], python)
     nvtx_warn = compat.nvtx_warning(nsys, packages.get("nvtx")) if "nvtx" in flags.trace else None
     notes += [nvtx_warn] if nvtx_warn else []
+    if "cuda" in flags.trace and (cupti := compat.cupti_warning(nsys, manifest.driver_cuda(env))):
+        notes.append(cupti)
     for note in notes:
         warn(note)
     return _Setup(nsys, gpus, flags, notes, packages, nvtx_warn)

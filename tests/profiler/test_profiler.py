@@ -22,6 +22,7 @@ from specscope.cli.doctor import doctor
 from specscope.cli.profile import profile
 from specscope.profiler import compat, discover
 from specscope.profiler.errors import (
+    NoActivity,
     NsysNotFound,
     NsysTooOld,
     OutputNotWritable,
@@ -550,3 +551,33 @@ def test_files_under_tolerates_a_folder_that_vanishes(tmp_path, monkeypatch):
 
     monkeypatch.setattr(os, "scandir", scandir)
     assert files_under(tmp_path, ".qdstrm") == [tmp_path / "keep" / "a.qdstrm"]
+
+
+SMI = """#!/bin/sh
+if [ "$#" -gt 0 ]; then echo 'NVIDIA H200, 580.159.04'; exit 0; fi
+echo '| NVIDIA-SMI 580.159.04      Driver Version: 580.159.04     CUDA Version: 13.0     |'
+"""
+
+
+@pytest.mark.parametrize(("cupti", "warned"), [("12.4", True), ("13.0", False), (None, False)])
+def test_a_cupti_older_than_the_driver_is_said(fake_env, cupti, warned):
+    """nsys traces with the newest CUPTI beside it; older than the driver's CUDA (13.0 here),
+    in graph mode it recorded no replay (nsys 2023.4.4: CUPTI 12.4). ``doctor`` warns, with the
+    fix, and ``profile`` says it before recording; a CUPTI as new as the driver, or none found
+    beside nsys, is no warning."""
+    _script(fake_env / "bin" / "nvidia-smi", SMI)
+    if cupti is not None:
+        for version in ("11.8", cupti):
+            (fake_env / "bin" / f"libcupti.so.{version}").write_text("")
+    r = CliRunner().invoke(doctor, ["--no-probe"])
+    line = next(x for x in r.output.splitlines() if " cupti " in x)
+    assert line.startswith("warn" if warned else "ok"), line
+    if warned:
+        assert "CUPTI 12.4, older than this driver's CUDA 13.0" in line and "fix:" in line
+    elif cupti:
+        assert "CUPTI 13.0; the driver's CUDA 13.0" in line
+    with pytest.raises(NoActivity):  # (the fake's export: NVTX only, on a "GPU machine")
+        run_profile(_py("pass"), label="c", out=fake_env / "runs", echo=None)
+    (run,) = (fake_env / "runs").glob("*-c")
+    notes = json.loads((run / "manifest.json").read_text())["notes"]
+    assert bool([n for n in notes if "traces CUDA with CUPTI" in n]) == warned
