@@ -43,6 +43,7 @@ from specscope.analysis.coverage import union_coverage
 from specscope.analysis.gaps import anchor_extents
 from specscope.analysis.run import Analysis
 from specscope.analysis.summary import median_step
+from specscope.analysis.validate import lost_work_notes
 from specscope.errors import SpecError
 
 NUMBERS = ("gap_us", "gap_busy_us", "gap_idle_us", "host_lag_us", "launch_latency_us")
@@ -159,7 +160,8 @@ def explain_gap(a: Analysis, gap: str, step: int | None = None) -> GapStory:
         medians={k: float(frame[m].median()) for k, m in names.items()},
     )
     _fill_details(story, a)
-    story.caveats = caveats(story)
+    # a capture that lost GPU work (an nsys older than the driver): its idle is not to be read
+    story.caveats = caveats(story) + lost_work_notes(frame)
     return story
 
 

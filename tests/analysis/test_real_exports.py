@@ -466,6 +466,12 @@ def test_graph_replays_nsys_2023_did_not_record_are_said_lost() -> None:
     assert lost.analysis.capture_mode == "no-graphs"
     (note,) = [n for n in lost.analysis.notes if "the capture lost GPU work" in n]
     assert note.startswith("the median step made 7 CUDA graph launch calls but 0 graph replays")
+    from click.testing import CliRunner
+
+    from specscope.cli import cli
+
+    told = CliRunner().invoke(cli, ["explain", str(DATA / "real" / "nsys2023_mixed_graph.sqlite")])
+    assert told.exit_code == 0 and f"cannot tell: {note}" in told.output  # (its idle: not real)
     node, new = _only("nsys2023_mixed_node"), _only("mixed_node")
     assert node.choice == new.choice.replace(f"tid {new.analysis.tid}", f"tid {node.analysis.tid}")
     assert not [n for n in node.analysis.notes if "the capture lost GPU work" in n]
