@@ -249,6 +249,8 @@ LOST_WORK = {  # metric of the calls -> of the GPU work they launch, least calls
                                   "recorded the graphs' kernels so)"),
 }  # fmt: skip
 """What :func:`lost_work_notes` compares (module doc)."""
+LOST_WORK_SAID = "the capture lost GPU work"
+"""The words of each note of :func:`lost_work_notes` (how a command that compares finds it)."""
 
 
 def lost_work_notes(columns) -> list[str]:
@@ -269,7 +271,7 @@ def lost_work_notes(columns) -> list[str]:
             continue
         notes.append(
             f"the median step made {c:g} {calls_words} but {w:g} {work_words} were recorded: "
-            f"the capture lost GPU work (an nsys older than the CUDA driver can record the calls "
+            f"{LOST_WORK_SAID} (an nsys older than the CUDA driver can record the calls "
             f"and few of their {work_words}), so the step's GPU work is undercounted and its idle "
             f"overstated; record with an nsys as new as the driver{advice}"
         )

@@ -210,6 +210,7 @@ class SpecArgs:
         given back.) ``gaps``: with :attr:`gap_options`, for a command that tells a gap."""
         from specscope.analysis.inputs import resolve
         from specscope.analysis.memory import give_back
+        from specscope.analysis.validate import LOST_WORK_SAID
 
         options = self.gap_options if gaps else self.options
         out = []
@@ -219,8 +220,8 @@ class SpecArgs:
                 rows = len(a.trace.ops)  # (the export's: every rank's)
                 a = a.shed()
                 give_back(rows)  # (the heap the whole one left: 85 MiB at 20 M operations)
-            for text in a.notes:
-                if "--pid" in text:
+            for text in a.notes:  # (which process was taken; a capture that lost GPU work)
+                if "--pid" in text or LOST_WORK_SAID in text:
                     warn(f"{ref}: {text}")
             tell_choices(ref, a)
             out.append(a)

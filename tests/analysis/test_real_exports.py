@@ -470,8 +470,11 @@ def test_graph_replays_nsys_2023_did_not_record_are_said_lost() -> None:
 
     from specscope.cli import cli
 
-    told = CliRunner().invoke(cli, ["explain", str(DATA / "real" / "nsys2023_mixed_graph.sqlite")])
+    path = str(DATA / "real" / "nsys2023_mixed_graph.sqlite")
+    told = CliRunner().invoke(cli, ["explain", path])
     assert told.exit_code == 0 and f"cannot tell: {note}" in told.output  # (its idle: not real)
+    compared = CliRunner().invoke(cli, ["compare", str(DATA / "real" / "mixed_graph.sqlite"), path])
+    assert f"warning: {path}: {note}" in compared.output  # (a side's idle: not comparable)
     node, new = _only("nsys2023_mixed_node"), _only("mixed_node")
     assert node.choice == new.choice.replace(f"tid {new.analysis.tid}", f"tid {node.analysis.tid}")
     assert not [n for n in node.analysis.notes if "the capture lost GPU work" in n]
