@@ -62,6 +62,7 @@ def _views(
     without CUDA activity: :attr:`.Analysis.without_cuda`), with warnings;
     ``early``: the views :func:`_resolve_shedding` made (a view, or the error to raise here)."""
     from specscope.analysis.composition import median_step_view
+    from specscope.analysis.validate import LOST_WORK_SAID
 
     views = []
     for i, r in enumerate(resolved):
@@ -81,7 +82,8 @@ def _views(
         )
     for r in resolved:
         for note in r.analysis.notes:
-            tell(note, f"{r.ref}: ")
+            if LOST_WORK_SAID not in note:  # (said once the inputs were read: _analysed)
+                tell(note, f"{r.ref}: ")
         if r.analysis.from_database:
             warn(f"{r.ref}: a results-database run; no timeline or composition for it")
         elif r.analysis.without_cuda:
@@ -142,6 +144,12 @@ def _analysed(sides_of, inputs, spec_args: SpecArgs, view_args: tuple, stats: di
     sides, early = _resolve_shedding(sides_of, inputs, spec_args, gap, highlight, lead_us, span_us)
     analyses = [r.analysis for side in sides for r in side.values()]
     warn_if_chosen_differently(analyses, spec_args.spec_given)
+    from specscope.analysis.validate import LOST_WORK_SAID
+
+    for r in (r for side in sides for r in side.values()):  # (before a view can fail)
+        for text in r.analysis.notes:
+            if LOST_WORK_SAID in text:
+                warn(f"{r.ref}: {text}")
     gap, highlight = _gap_and_highlight(spec_args.defaults_spec(analyses), gap, highlight)
     return sides, _Settings(gap, lead_us, span_us, highlight, stats), early.get((gap, highlight))
 

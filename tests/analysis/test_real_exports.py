@@ -456,7 +456,7 @@ def test_one_loop_recorded_by_nsys_2023_and_2025_is_analysed_alike() -> None:
     assert _only("nsys2023_eager").analysis.nsys_version == "2023.4.4.54"
 
 
-def test_graph_replays_nsys_2023_did_not_record_are_said_lost() -> None:
+def test_graph_replays_nsys_2023_did_not_record_are_said_lost(tmp_path) -> None:
     """``mixed_batches.py 48 8`` recorded on the H200 by nsys 2023.4.4 (CUPTI 12.4, older than
     the driver): in graph mode it wrote every ``cudaGraphLaunch`` and no replay (no
     ``GRAPH_TRACE`` table), and zero-config can only find the prefills' kernel pattern; the
@@ -475,6 +475,9 @@ def test_graph_replays_nsys_2023_did_not_record_are_said_lost() -> None:
     assert told.exit_code == 0 and f"cannot tell: {note}" in told.output  # (its idle: not real)
     compared = CliRunner().invoke(cli, ["compare", str(DATA / "real" / "mixed_graph.sqlite"), path])
     assert f"warning: {path}: {note}" in compared.output  # (a side's idle: not comparable)
+    args = ["report", str(DATA / "real" / "mixed_graph.sqlite"), path, "--out", str(tmp_path)]
+    reported = CliRunner().invoke(cli, args)  # (the steps chosen differ: no common gap)
+    assert reported.exit_code == 2 and f"warning: {path}: {note}" in reported.output
     node, new = _only("nsys2023_mixed_node"), _only("mixed_node")
     assert node.choice == new.choice.replace(f"tid {new.analysis.tid}", f"tid {node.analysis.tid}")
     assert not [n for n in node.analysis.notes if "the capture lost GPU work" in n]
