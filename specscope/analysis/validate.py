@@ -53,12 +53,12 @@ from specscope.analysis.sqlread import NULL_INT
 from specscope.analysis.timeshift import FAR_NS
 
 CAPTURE_SLACK_NS = 1_000_000_000
-NO_LAUNCH = "no GPU operation was launched inside the steps"
-"""Why the steps have no GPU metric where they launched nothing (:func:`no_launch_note`)."""
-MIN_LAUNCH_CALLS = 8  # launch calls in the median step below this: too few to judge
-MIN_RECORDED = 0.5  # kernels recorded per launch call in the median step, at least
 """How far outside ``[0, duration]`` of the capture a time may lie (clock skew between CPU and
 GPU timestamps, events recorded while the capture stopped)."""
+NO_LAUNCH = "no GPU operation was launched inside the steps"
+"""Why the steps have no GPU metric where they launched nothing (:func:`no_launch_note`)."""
+MIN_LAUNCH_CALLS = 8  # kernel launch calls in the median step below this: too few to judge
+MIN_RECORDED = 0.5  # kernels (replays) recorded per launch call in the median step, at least
 
 
 def capture_bounds(trace) -> tuple[int, int]:
