@@ -43,7 +43,7 @@ from specscope.analysis.coverage import union_coverage
 from specscope.analysis.gaps import anchor_extents
 from specscope.analysis.run import Analysis
 from specscope.analysis.summary import median_step
-from specscope.analysis.validate import lost_work_notes
+from specscope.analysis.validate import LOST_WORK_SAID
 from specscope.errors import SpecError
 
 NUMBERS = ("gap_us", "gap_busy_us", "gap_idle_us", "host_lag_us", "launch_latency_us")
@@ -161,7 +161,7 @@ def explain_gap(a: Analysis, gap: str, step: int | None = None) -> GapStory:
     )
     _fill_details(story, a)
     # a capture that lost GPU work (an nsys older than the driver): its idle is not to be read
-    story.caveats = caveats(story) + lost_work_notes(frame)
+    story.caveats = caveats(story) + [n for n in a.notes if LOST_WORK_SAID in n]
     return story
 
 

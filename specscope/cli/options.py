@@ -210,7 +210,6 @@ class SpecArgs:
         given back.) ``gaps``: with :attr:`gap_options`, for a command that tells a gap."""
         from specscope.analysis.inputs import resolve
         from specscope.analysis.memory import give_back
-        from specscope.analysis.validate import LOST_WORK_SAID
 
         options = self.gap_options if gaps else self.options
         out = []
@@ -220,12 +219,23 @@ class SpecArgs:
                 rows = len(a.trace.ops)  # (the export's: every rank's)
                 a = a.shed()
                 give_back(rows)  # (the heap the whole one left: 85 MiB at 20 M operations)
-            for text in a.notes:  # (which process was taken; a capture that lost GPU work)
-                if "--pid" in text or LOST_WORK_SAID in text:
+            for text in a.notes:  # (which process was taken)
+                if "--pid" in text:
                     warn(f"{ref}: {text}")
+            warn_lost_work(ref, a)
             tell_choices(ref, a)
             out.append(a)
         return out
+
+
+def warn_lost_work(ref: str, a: Analysis) -> None:
+    """The `warning:` lines of a capture that lost GPU work (:func:`.validate.lost_work_notes`),
+    said as soon as input ``ref`` is read: a command that compares it reads its idle next."""
+    from specscope.analysis.validate import LOST_WORK_SAID
+
+    for text in a.notes:
+        if LOST_WORK_SAID in text:
+            warn(f"{ref}: {text}")
 
 
 def tell_choices(ref: str, a: Analysis) -> None:

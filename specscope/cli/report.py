@@ -22,6 +22,7 @@ from specscope.cli.options import (
     tell,
     warn,
     warn_if_chosen_differently,
+    warn_lost_work,
 )
 from specscope.errors import SpecscopeError
 
@@ -144,12 +145,8 @@ def _analysed(sides_of, inputs, spec_args: SpecArgs, view_args: tuple, stats: di
     sides, early = _resolve_shedding(sides_of, inputs, spec_args, gap, highlight, lead_us, span_us)
     analyses = [r.analysis for side in sides for r in side.values()]
     warn_if_chosen_differently(analyses, spec_args.spec_given)
-    from specscope.analysis.validate import LOST_WORK_SAID
-
     for r in (r for side in sides for r in side.values()):  # (before a view can fail)
-        for text in r.analysis.notes:
-            if LOST_WORK_SAID in text:
-                warn(f"{r.ref}: {text}")
+        warn_lost_work(r.ref, r.analysis)
     gap, highlight = _gap_and_highlight(spec_args.defaults_spec(analyses), gap, highlight)
     return sides, _Settings(gap, lead_us, span_us, highlight, stats), early.get((gap, highlight))
 

@@ -90,10 +90,13 @@ def newest_cupti(nsys: Nsys) -> tuple[int, int] | None:
     return max(found) if found else None
 
 
-def cupti_warning(nsys: Nsys, driver_cuda: tuple[int, int] | None) -> str | None:
+def cupti_warning(
+    nsys: Nsys, driver_cuda: tuple[int, int] | None, cupti: tuple[int, int] | None = None
+) -> str | None:
     """A warning when ``nsys`` traces CUDA with a CUPTI of an older major version than the
-    driver's CUDA (module doc); else None (also where either is unknown)."""
-    cupti = newest_cupti(nsys)
+    driver's CUDA (module doc); else None (also where either is unknown). ``cupti``: its
+    :func:`newest_cupti`, where the caller has it."""
+    cupti = newest_cupti(nsys) if cupti is None else cupti
     if cupti is None or driver_cuda is None or cupti[0] >= driver_cuda[0]:
         return None
     return (

@@ -160,10 +160,10 @@ def _nvtx_check(nsys: discover.Nsys, packages: dict[str, str | None]) -> Check:
 def _cupti_check(nsys: discover.Nsys, driver_cuda: tuple[int, int] | None) -> Check:
     """``cupti``: WARN where nsys traces with a CUPTI older than the driver's CUDA (graph
     replays may go unrecorded: :func:`.compat.cupti_warning`)."""
-    warning = compat.cupti_warning(nsys, driver_cuda)
+    cupti = compat.newest_cupti(nsys)
+    warning = compat.cupti_warning(nsys, driver_cuda, cupti)
     if warning:
         return Check("cupti", WARN, warning.split("; fix: ")[0], warning.split("; fix: ")[-1])
-    cupti = compat.newest_cupti(nsys)
     have = f"CUPTI {cupti[0]}.{cupti[1]}" if cupti else "no bundled CUPTI found"
     cuda = f"the driver's CUDA {driver_cuda[0]}.{driver_cuda[1]}" if driver_cuda else "no driver"
     return Check("cupti", OK, f"nsys {nsys.version or '?'}: {have}; {cuda}")

@@ -69,25 +69,24 @@ def git_state(cwd: Path | None = None) -> dict[str, object] | None:
     return {"commit": head.stdout.strip(), "dirty": bool(status.stdout.strip())}
 
 
-def gpus(env: Mapping[str, str] | None = None) -> list[Gpu]:
-    """The GPUs ``nvidia-smi`` lists (name, driver); empty without nvidia-smi or a GPU."""
+def _nvidia_smi(args: list[str], env: Mapping[str, str] | None) -> str | None:
+    """What ``nvidia-smi ARGS`` printed, or None without nvidia-smi or where it failed."""
     env = os.environ if env is None else env
     smi = shutil.which("nvidia-smi", path=env.get("PATH", ""))
     if smi is None:
-        return []
+        return None
     try:
-        out = subprocess.run(
-            [smi, "--query-gpu=name,driver_version", "--format=csv,noheader"],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        out = subprocess.run([smi, *args], capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.TimeoutExpired):
-        return []
-    if out.returncode != 0:
-        return []
+        return None
+    return out.stdout if out.returncode == 0 else None
+
+
+def gpus(env: Mapping[str, str] | None = None) -> list[Gpu]:
+    """The GPUs ``nvidia-smi`` lists (name, driver); empty without nvidia-smi or a GPU."""
+    text = _nvidia_smi(["--query-gpu=name,driver_version", "--format=csv,noheader"], env)
     found = []
-    for line in out.stdout.splitlines():
+    for line in (text or "").splitlines():
         name, _, driver = line.rpartition(",")
         if name.strip():
             found.append(Gpu(name.strip(), driver.strip()))
@@ -97,15 +96,7 @@ def gpus(env: Mapping[str, str] | None = None) -> list[Gpu]:
 def driver_cuda(env: Mapping[str, str] | None = None) -> tuple[int, int] | None:
     """The CUDA version the driver supports, from ``nvidia-smi``'s header (``CUDA Version:
     13.0``); None without nvidia-smi, a GPU, or that line."""
-    env = os.environ if env is None else env
-    smi = shutil.which("nvidia-smi", path=env.get("PATH", ""))
-    if smi is None:
-        return None
-    try:
-        out = subprocess.run([smi], capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    found = re.search(r"CUDA Version:\s*(\d+)\.(\d+)", out.stdout) if out.returncode == 0 else None
+    found = re.search(r"CUDA Version:\s*(\d+)\.(\d+)", _nvidia_smi([], env) or "")
     return (int(found[1]), int(found[2])) if found else None
 
 
