@@ -40,8 +40,11 @@ sweep_record() {  # NAME NSYS-PROFILE-ARGS... PROGRAM... (without -s: -s none --
   [[ " $* " == *" -s "* ]] && quiet=()
   if ! timeout 120 "$NSYS" profile "${quiet[@]}" -o "$name" -f true "$@" >"$name.rec.log" 2>&1
   then
-    echo "== $name: nsys profile refused: $(grep -m1 -i 'error\|unrecogni\|unknown\|invalid' \
-      "$name.rec.log" | cut -c1-200)" >>"$log"
+    local why
+    why=$(grep -m1 -i 'error\|unrecogni\|unknown\|invalid\|illegal\|cannot\|not supported' \
+      "$name.rec.log" | cut -c1-200)
+    [ -n "$why" ] || why=$(grep -v '^\s*$' "$name.rec.log" | tail -n 3 | tr '\n' ' ' | cut -c1-300)
+    echo "== $name: nsys profile refused: $why" >>"$log"
     return 0
   fi
   if ! timeout 120 "$NSYS" export --type sqlite -o "$name.sqlite" -f true "$name.nsys-rep" \

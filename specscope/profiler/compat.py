@@ -1,13 +1,16 @@
 """Versions of the Python packages that matter, and two traps of an old nsys.
 
-With nsys 2023.4, programs using the ``nvtx`` package 0.2.12 or newer record no NVTX ranges at all
-(only domain create/destroy); 0.2.11 records them. nsys 2025.3 records every version we tried.
+With nsys 2023.4 and 2024.2, programs using the ``nvtx`` package 0.2.12 or newer record no NVTX
+ranges at all (only domain create/destroy); 0.2.11 records them (checked with 2024.2.3 on the CPU
+fixture program: 80 ranges with 0.2.11, none with 0.2.12 and 0.2.17). nsys 2025.3 records every
+version we tried; the releases between 2024.2 and 2025.3 were not tried, and are warned of.
 
 An nsys traces CUDA with the newest CUPTI it bundles (``libcupti.so.X.Y`` beside it: 12.4 in
-2023.4.4, 13.0 in 2025.3.1). Older than the driver's CUDA, it recorded on the H200 (driver
-580, CUDA 13.0) every graph launch call and no replay in graph mode, without any error
-(``tests/data/real/nsys2023_mixed_graph.sqlite``); its node mode and eager kernels were whole.
-:func:`cupti_warning` says so before recording.
+2023.4.4, 12.5 in 2024.2.3, 13.0 in 2025.3.1). Older than the driver's CUDA, 2023.4.4 recorded on
+the H200 (driver 580, CUDA 13.0) every graph launch call and no replay in graph mode, without
+any error (``tests/data/real/nsys2023_mixed_graph.sqlite``); its node mode and eager kernels
+were whole. 2024.2.3 recorded the same programs whole in all three (``nsys2024_*``).
+:func:`cupti_warning` says what may happen before recording.
 """
 
 from __future__ import annotations
@@ -20,8 +23,9 @@ from pathlib import Path
 
 from specscope.profiler.discover import Nsys, parse_version
 
-# nsys releases before this year are the "old" ones that lose ranges from nvtx >= 0.2.12.
-FIRST_GOOD_NSYS_YEAR = 2024
+# nsys releases before this year are the "old" ones that lose ranges from nvtx >= 0.2.12 (module
+# doc: 2024.2.3 is one).
+FIRST_GOOD_NSYS_YEAR = 2025
 LAST_GOOD_NVTX_FOR_OLD_NSYS = (0, 2, 11)
 
 _VERSION_SNIPPET = (
@@ -70,7 +74,7 @@ def nvtx_warning(nsys: Nsys, nvtx_version: str | None) -> str | None:
         return None
     return (
         f"nsys {nsys.version} records no NVTX ranges from the nvtx package {nvtx_version} "
-        "(0.2.12 and newer); fix: pip install 'nvtx==0.2.11', or use nsys 2024.1 or newer"
+        "(0.2.12 and newer); fix: pip install 'nvtx==0.2.11', or use nsys 2025.3 or newer"
     )
 
 
@@ -102,8 +106,8 @@ def cupti_warning(
     return (
         f"nsys {nsys.version or '?'} traces CUDA with CUPTI {cupti[0]}.{cupti[1]}, older than "
         f"this driver's CUDA {driver_cuda[0]}.{driver_cuda[1]}: in graph mode it may record the "
-        "graph launch calls and no replay (nsys 2023.4.4 with CUDA 13.0 recorded none); fix: "
-        "use an nsys as new as the driver, or record with --graph-trace node"
+        "graph launch calls and no replay (with CUDA 13.0, nsys 2023.4.4 recorded none, 2024.2.3 "
+        "every one); fix: use an nsys as new as the driver, or record with --graph-trace node"
     )
 
 

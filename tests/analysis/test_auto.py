@@ -369,7 +369,12 @@ def test_every_committed_export_without_a_spec(path):
         assert p.choice and p.hint
         f = p.analysis.frame
         if p.device is None:  # CPU-only export (no CUDA tables): host-only, as today
-            assert path.name.startswith("cpu_") and path.stem[-5:] in ("_2020", "_2022", "_2023")
+            assert path.name.startswith("cpu_") and path.stem[-5:] in (
+                "_2020",
+                "_2022",
+                "_2023",
+                "_2024",
+            )
             continue
         for col in ("busy_us", "idle_us"):
             assert all(math.isfinite(v) for v in f[col]), col

@@ -441,7 +441,7 @@ def test_an_export_with_every_table_is_the_default_export() -> None:
 
 
 def test_one_loop_recorded_by_nsys_2023_and_2025_is_analysed_alike() -> None:
-    """``scripts/real/record_nsys2023.sh``: ``eager_steps.py 30 30`` recorded on the H200 by nsys
+    """``scripts/real/record_older_nsys.sh``: ``eager_steps.py 30 30`` recorded on the H200 by nsys
     2023.4.4 (CUPTI 12.4, older than the driver) and by 2025.3.1: the same steps and counts,
     every kernel recorded by both (the note of a capture that lost kernels in neither)."""
     frames = []
@@ -483,3 +483,28 @@ def test_graph_replays_nsys_2023_did_not_record_are_said_lost(tmp_path) -> None:
     assert not [n for n in node.analysis.notes if "the capture lost GPU work" in n]
     for col in ("graph_launches", "graph_kernels", "eager_kernels", "eager_memcpy"):
         assert (node.analysis.frame[col] == new.analysis.frame[col]).all(), col
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ("nsys2024_eager", "nsys2025_eager"),
+        ("nsys2024_mixed_graph", "mixed_graph"),
+        ("nsys2024_mixed_node", "mixed_node"),
+    ],
+)
+def test_the_loops_recorded_by_nsys_2024_are_analysed_as_2025s(old, new) -> None:
+    """``scripts/real/record_older_nsys.sh`` with nsys 2024.2.3 (Debian experimental's; CUPTI
+    12.5, older than the H200's CUDA 13.0 driver, as 2023.4.4's): unlike 2023.4.4 it recorded
+    graph mode's replays, and every export reads as nsys 2025.3.1's of the same program: the
+    same steps, capture mode and counts, and no note of lost GPU work."""
+    a, b = _only(old), _only(new)
+    assert a.analysis.nsys_version == "2024.2.3.38"
+    assert a.choice == b.choice.replace(f"tid {b.analysis.tid}", f"tid {a.analysis.tid}")
+    assert a.analysis.capture_mode == b.analysis.capture_mode
+    assert not [n for n in a.analysis.notes if "the capture lost GPU work" in n]
+    fa, fb = a.analysis.frame, b.analysis.frame
+    counts = [c for c in fb.columns if c.startswith(("eager_", "graph_", "api_calls:"))]
+    assert len(fa) == len(fb) and counts
+    for col in counts:
+        assert fa[col].fillna(-1).tolist() == fb[col].fillna(-1).tolist(), col

@@ -437,6 +437,8 @@ def test_export_without_ranges_is_not_analysed(fake_env, monkeypatch, tmp_path):
         ("2023.4.4.54", "0.2.12", True),
         ("2023.4.4.54", "0.2.11", False),
         ("2023.4.4.54", None, False),
+        ("2024.2.3.38", "0.2.12", True),  # (checked: compat's module doc)
+        ("2024.2.3.38", "0.2.11", False),
         ("2025.3.1.90", "0.2.14", False),
     ],
 )
