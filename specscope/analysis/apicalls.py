@@ -33,6 +33,7 @@ from specscope.analysis.callrows import (
     call_pids,
     call_rows,
     calls_by_process,
+    calls_in_id_order,
     ids_increasing,
     process_stretches,
     rows_of_few,
@@ -147,6 +148,8 @@ class ApiCalls:
         if stretches is None:  # (several processes' calls interleaved: each one's together)
             calls = calls_by_process(calls)
             stretches = process_stretches(calls[2])
+        if stretches is not None:  # (each one's in id order, as nsys writes them)
+            calls = calls_in_id_order(calls, stretches)
         self.__dict__["_call_stretches"] = (calls[2], stretches)  # (:meth:`_process_stretches`)
         return calls
 

@@ -208,12 +208,14 @@ def _fill_details(story: GapStory, a: Analysis) -> None:
 
 
 def _items(frame: pd.DataFrame) -> list[Item]:
-    """``name, us`` rows -> Items per name (count, summed us), largest time first."""
+    """``name, ns`` rows -> Items per name (count, summed µs), largest time first, then by
+    name. Summed in ns, whole numbers (exact in any order), then µs: the same Items whatever
+    order the export's rows are in (nsys 2025.6 no longer promises one)."""
     if frame.empty:
         return []
-    g = frame.groupby("name", sort=False)["us"].agg(["size", "sum"])
+    g = frame.groupby("name", sort=True)["ns"].agg(["size", "sum"])
     g = g.sort_values("sum", ascending=False, kind="stable")
-    return [Item(str(n), int(c), float(u)) for n, (c, u) in g.iterrows()]
+    return [Item(str(n), int(c), float(ns) / 1e3) for n, (c, ns) in g.iterrows()]
 
 
 GRAPH_NODE = " (graph node)"
@@ -269,8 +271,8 @@ def gpu_work(
             o["in_graph"].to_numpy(), strict=True,
         )
     ]  # fmt: skip
-    us = (np.minimum(e[sel], end) - np.maximum(s[sel], start)) / 1e3
-    return _items(pd.DataFrame({"name": labels, "us": us}))
+    ns = np.minimum(e[sel], end) - np.maximum(s[sel], start)
+    return _items(pd.DataFrame({"name": labels, "ns": ns}))
 
 
 def host_phases(
@@ -281,8 +283,8 @@ def host_phases(
     r = thread_nvtx
     sel = (r["end_ns"].to_numpy() > start) & (r["start_ns"].to_numpy() < end)
     r = r[sel & (r["name"].astype(str).to_numpy() != skip)]
-    us = np.minimum(r["end_ns"].to_numpy(), end) - np.maximum(r["start_ns"].to_numpy(), start)
-    return _items(pd.DataFrame({"name": r["name"].astype(str).to_numpy(), "us": us / 1e3}))
+    ns = np.minimum(r["end_ns"].to_numpy(), end) - np.maximum(r["start_ns"].to_numpy(), start)
+    return _items(pd.DataFrame({"name": r["name"].astype(str).to_numpy(), "ns": ns}))
 
 
 def host_calls(thread_api: pd.DataFrame, start: float, end: float) -> list[Item]:
@@ -290,8 +292,8 @@ def host_calls(thread_api: pd.DataFrame, start: float, end: float) -> list[Item]
     and summed duration (µs)."""
     t = thread_api["start_ns"].to_numpy()
     c = thread_api[(t >= start) & (t < end)]
-    us = (c["end_ns"] - c["start_ns"]).to_numpy() / 1e3
-    return _items(pd.DataFrame({"name": c["name"].astype(str).to_numpy(), "us": us}))
+    ns = (c["end_ns"] - c["start_ns"]).to_numpy()
+    return _items(pd.DataFrame({"name": c["name"].astype(str).to_numpy(), "ns": ns}))
 
 
 def caveats(story: GapStory) -> list[str]:

@@ -253,11 +253,13 @@ def _host_metrics(trace: Trace, steps: Steps) -> pd.DataFrame:
             # (objects: pandas' default string dtype would copy each name into Arrow where
             # pyarrow is loaded, as for steps.py's anchors)
             "name": pd.Series(np.asarray(nvtx["name"].array[rows], dtype=object), dtype=object),
-            "us": (end[ok] - start[ok]) / 1e3,
+            "ns": end[ok] - start[ok],
         }
     )
     del start, end, in_step, ok, rows
-    cpu = nested.groupby(["step", "name"])["us"].sum().unstack(fill_value=0.0)
+    # summed in ns, whole numbers (exact in any order), then µs: the same sums whatever order
+    # the export's rows are in (nsys 2025.6 no longer promises one)
+    cpu = nested.groupby(["step", "name"])["ns"].sum().unstack(fill_value=0) / 1e3
     for name in cpu.columns:
         cols[f"cpu_us:{name}"] = cpu[name].reindex(kept, fill_value=0.0).to_numpy()
     a = steps.anchors

@@ -101,40 +101,26 @@ int64_t pattern_sums(int64_t n, const void *step, int sw, const int64_t *where, 
 }
 
 /* run.op_totals of the operations of kept steps (where[step] >= 0): per (name code, kind code)
-   pair, pair = name * n_kind + kind, its operations counted and their durations in µs,
-   (end - start) / 1e3, summed as pandas' grouped sum adds them: in trace order, compensated
-   (sum, comp: Kahan's, as pandas' group_sum, a NaN compensation reset to 0 as it does), with
-   first[pair] the first such row (-1 none: the groups' order of first occurrence). A code -1
-   (no name, no kind) groups nothing. Returns 1 where the groups follow one another (each
-   group's rows together, those of no group first: pandas then sums each group with numpy's
-   add.reduceat instead, which the caller leaves to it), else 0; -1 for a value out of range. */
+   pair, pair = name * n_kind + kind, its operations counted and their durations summed in
+   whole ns (end - start: exact, the same in any order of the rows), with first[pair] the
+   first such row (-1 none: the groups' order of first occurrence). A code -1 (no name, no
+   kind) groups nothing. Returns 0, or -1 for a value out of range. */
 int64_t pair_totals(int64_t n, const void *step, int sw, const int64_t *where, int64_t n_where,
                     const void *name, int nw, int64_t n_name, const int8_t *kind, int64_t n_kind,
-                    const int64_t *start, const int64_t *end, int64_t *count, double *sum,
-                    double *comp, int64_t *first) {
-    int64_t pos, latest = -1, grouped = 1;
+                    const int64_t *start, const int64_t *end, int64_t *count, int64_t *sum,
+                    int64_t *first) {
+    int64_t pos;
     for (int64_t i = 0; i < n; i++) {
         if (!position(where, n_where, at(step, sw, i), &pos)) return -1;
         int64_t a = at(name, nw, i), k = kind[i];
         if (a < -1 || a >= n_name || k < -1 || k >= n_kind) return -1;
-        if (pos < 0) continue;
-        if (a < 0 || k < 0) {
-            if (latest >= 0) grouped = 0; /* (no group after a group) */
-            continue;
-        }
+        if (pos < 0 || a < 0 || k < 0) continue;
         int64_t g = a * n_kind + k;
-        if (count[g] == 0) latest = g;
-        else if (g != latest) grouped = 0;
-        /* (the difference as numpy's int64 subtraction wraps, then as its true division) */
-        double val = (double)(int64_t)((uint64_t)end[i] - (uint64_t)start[i]) / 1e3;
-        double y = val - comp[g];
-        double t = sum[g] + y;
-        comp[g] = t - sum[g] - y;
-        if (comp[g] != comp[g]) comp[g] = 0;
-        sum[g] = t;
+        /* (whole ns, wrapping as numpy's int64 subtraction and sum do: exact in any order) */
+        sum[g] = (int64_t)((uint64_t)sum[g] + ((uint64_t)end[i] - (uint64_t)start[i]));
         if (count[g]++ == 0) first[g] = i;
     }
-    return grouped;
+    return 0;
 }
 
 /* gaps.anchor_extents: per anchor instance its first start, last end, and the first row in

@@ -39,7 +39,7 @@ _SIGNATURES = {
     + [_P, _P, _P, _P],
     "pattern_sums": [_I, _P, _W, _P, _I, _P, _I, _P, _W, _P, _I, _P, _W, _P, _I, _P, _P, _I]
     + [_P, _P],
-    "pair_totals": [_I, _P, _W, _P, _I, _P, _W, _I, _P, _I, _P, _P, _P, _P, _P, _P],
+    "pair_totals": [_I, _P, _W, _P, _I, _P, _W, _I, _P, _I, _P, _P, _P, _P, _P],
     "anchor_heads": [_I, _P, _W, _I, _P, _P, _P, _P, _P, _P, _I],  # (tied uint8, offset)
     "coverage_prefix": [_I, _P, _P, _P, _W, _P, _P, _P],
     "coverage_merge": [_I, _P, _P, _P, _I, _P, _P, _P, _P],
@@ -220,10 +220,9 @@ def pair_totals(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """Of :func:`.run.op_totals`, without a temporary per operation: per (``name``, ``kind``)
     code pair (``name * n_kind + kind``) of the operations of kept steps (``where``:
-    :func:`.steps.kept_position`), their count (int64), the sum of their durations in µs as
-    pandas' grouped sum makes it where the groups are interleaved (float64: its compensated
-    sum, in trace order), and the first such operation (-1 none); or None, also where each
-    group's rows follow one another (pandas 3.1 sums those with numpy's ``add.reduceat``)."""
+    :func:`.steps.kept_position`), their count (int64), the sum of their durations in µs (summed
+    in whole ns, exactly, as :func:`.run._pair_totals` sums them, then divided) and the first
+    such operation (-1 none); or None."""
     fn = _function("pair_totals")
     if fn is None or not (
         _ints(step, name)
@@ -234,13 +233,13 @@ def pair_totals(
         return None
     n_pairs = max(n_name, 0) * max(n_kind, 1)
     count, first = np.zeros(n_pairs, dtype=np.int64), np.full(n_pairs, -1, dtype=np.int64)
-    total, comp = np.zeros(n_pairs), np.zeros(n_pairs)
+    total = np.zeros(n_pairs, dtype=np.int64)
     got = fn(
         len(step), _p(step), step.dtype.itemsize, _p(where), len(where),
         _p(name), name.dtype.itemsize, n_name, _p(kind), n_kind,
-        _p(start), _p(end), _p(count), _p(total), _p(comp), _p(first),
+        _p(start), _p(end), _p(count), _p(total), _p(first),
     )  # fmt: skip
-    return None if got != 0 else (count, total, first)
+    return None if got != 0 else (count, total / 1e3, first)
 
 
 def anchor_state(n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -389,6 +388,24 @@ def launch_lookup(
     return True
 
 
+FAR_FROM_SORTED = 16
+"""Keys of which more than one in this many is smaller than the one before are far from
+sorted (:func:`_search_order`)."""
+
+
+def _search_order(keys: np.ndarray) -> np.ndarray | None:
+    """An order that sorts ``keys`` (equal ones in any order) where they are far from sorted
+    (:data:`FAR_FROM_SORTED`), else None: for the C loops that search each key from the last
+    one's place (a gallop: a few steps between near keys, a cache miss each between random
+    ones). An export's operations come nearly in launch order; nsys 2025.6 no longer promises
+    any order of the rows, and a 2 M operations' export with its rows shuffled spent 2.1 s in
+    :func:`sorted_lookup` (0.1 s in order) before its keys were looked up sorted."""
+    n = len(keys)
+    if n < 1024 or np.count_nonzero(keys[1:] < keys[:-1]) <= n // FAR_FROM_SORTED:
+        return None
+    return np.argsort(keys)
+
+
 def sorted_lookup(
     pid: np.ndarray,
     corr: np.ndarray,
@@ -407,6 +424,13 @@ def sorted_lookup(
     strides = _launch_strides(pid, corr, a_start, a_gtid, start, tid)
     if fn is None or strides is None or not _ints(a_corr) or len(a_corr) != len(a_start):
         return False
+    if (order := _search_order(corr)) is not None:  # (looked up sorted, given back in place)
+        own_start, own_tid = start[order], tid[order]  # (a miss leaves them as they were)
+        own_pid = pid if pid.strides == (0,) else pid[order]
+        if not sorted_lookup(own_pid, corr[order], ids, a_start, a_gtid, own_start, own_tid):
+            return False
+        start[order], tid[order] = own_start, own_tid
+        return True
     pid_stride, gtid_stride = strides
     fn(
         len(pid), _p(pid), pid.dtype.itemsize, pid_stride, _p(corr), corr.dtype.itemsize,
@@ -430,6 +454,12 @@ def interval_lookup(t: np.ndarray, starts: np.ndarray, ends: np.ndarray, out: np
         or len(starts) != len(ends)
     ):
         return False
+    if (order := _search_order(t)) is not None:  # (looked up sorted, given back in place)
+        own = np.empty_like(out)
+        if not interval_lookup(t[order], starts, ends, own):
+            return False
+        out[order] = own
+        return True
     got = fn(len(t), _p(t), len(starts), _p(starts), _p(ends), _p(out), out.dtype.itemsize)
     return got >= 0
 

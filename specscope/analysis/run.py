@@ -157,7 +157,7 @@ class Analysis:
         keep, name, kind, dur = _reported_ops(self.steps)
         step = self.steps.ops["step"].to_numpy()[keep]
         # name and kind stay categorical: millions of Python strings cost ~1 s per 2 M ops
-        return pd.DataFrame({"step": step, "name": name, "kind": kind, "dur_us": dur})
+        return pd.DataFrame({"step": step, "name": name, "kind": kind, "dur_us": dur / 1e3})
 
     @cached_property
     def op_totals(self) -> pd.DataFrame | None:
@@ -167,7 +167,7 @@ class Analysis:
         if (totals := _kept_pair_totals(self.steps)) is not None:
             return totals
         _, name, kind, dur = _reported_ops(self.steps)  # (no frame of them, no steps)
-        return _pair_totals(name, kind, dur)
+        return _pair_totals(name, kind, dur, 1e3)
 
     def detach(self) -> Analysis:
         """The same analysis without the trace (and its SQLite connection) and operations."""
@@ -243,18 +243,18 @@ class Analysis:
 
 def _reported_ops(steps: Steps) -> tuple[np.ndarray, pd.Categorical, pd.Categorical, np.ndarray]:
     """Which of ``steps.ops`` are the operations of the reported steps (a mask), and their
-    name, kind and duration (µs), in trace order. Picked by a lookup per operation
-    (:func:`.steps.kept_position`; ``np.isin`` sorted the 20 M steps of a large export with the
-    kept ones: 2 s, 1 GiB), the durations a chunk at a time (no int64 temporaries of every
-    operation)."""
+    name, kind and duration (ns, whole: sums of them are exact in any order), in trace order.
+    Picked by a lookup per operation (:func:`.steps.kept_position`; ``np.isin`` sorted the 20 M
+    steps of a large export with the kept ones: 2 s, 1 GiB), the durations a chunk at a time
+    (no temporaries of every operation)."""
     ops = steps.ops
     keep = kept_position(steps)[ops["step"].to_numpy()] >= 0
     start, end = ops["start_ns"].to_numpy(), ops["end_ns"].to_numpy()
-    dur = np.empty(int(keep.sum()))
+    dur = np.empty(int(keep.sum()), dtype=np.result_type(start, end))
     done = 0
     for lo in range(0, len(keep), CHUNK_ROWS):
         rows = slice(lo, lo + CHUNK_ROWS)
-        part = (end[rows][keep[rows]] - start[rows][keep[rows]]) / 1e3
+        part = end[rows][keep[rows]] - start[rows][keep[rows]]
         dur[done : done + len(part)] = part
         done += len(part)
     return keep, ops["name"].array[keep], ops["kind"].array[keep], dur
@@ -279,8 +279,12 @@ def op_totals(ops: pd.DataFrame) -> pd.DataFrame:
     return g.set_axis(["count", "us"], axis=1)
 
 
-def _pair_totals(name: pd.Categorical, kind: pd.Categorical, dur_us: np.ndarray) -> pd.DataFrame:
-    """:func:`op_totals` of categorical names and kinds and their durations."""
+def _pair_totals(
+    name: pd.Categorical, kind: pd.Categorical, dur: np.ndarray, per_us: float = 1.0
+) -> pd.DataFrame:
+    """:func:`op_totals` of categorical names and kinds and their durations ``dur``, ``per_us``
+    of them a µs (1e3: whole ns, summed exactly, so that the totals are the same whatever order
+    the export's rows are in; nsys 2025.6 no longer promises one)."""
     n_kinds = max(len(kind.categories), 1)
     n_pairs = len(name.categories) * n_kinds
     pair = name.codes.astype(np.int32 if n_pairs < np.iinfo(np.int32).max else np.int64)
@@ -291,11 +295,12 @@ def _pair_totals(name: pd.Categorical, kind: pd.Categorical, dur_us: np.ndarray)
     # occurrence; pandas sums each group in operation order, as it does grouping by the two
     grouper = pd.Categorical.from_codes(pair, categories=pd.RangeIndex(n_pairs))
     del pair
-    g = pd.Series(dur_us, copy=False).groupby(grouper, observed=True, sort=False)
+    g = pd.Series(dur, copy=False).groupby(grouper, observed=True, sort=False)
     g = g.agg(["size", "sum"])
     pairs = g.index.codes if isinstance(g.index, pd.CategoricalIndex) else g.index
     pairs = np.asarray(pairs, dtype=np.int64)
-    return _totals_frame(name, kind, pairs, g["size"].to_numpy(), g["sum"].to_numpy())
+    us = g["sum"].to_numpy() / per_us if per_us != 1.0 else g["sum"].to_numpy()
+    return _totals_frame(name, kind, pairs, g["size"].to_numpy(), us)
 
 
 def _totals_frame(

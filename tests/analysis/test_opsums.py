@@ -143,22 +143,28 @@ def test_random_operations_sum_alike(built, monkeypatch, n, n_steps, dtype, in_o
 @pytest.mark.parametrize("n,n_steps,dtype,in_order", CASES[1:])  # (one row: one group)
 def test_totals_per_name_and_kind_alike(built, monkeypatch, n, n_steps, dtype, in_order):
     """A comparison's totals per (name, kind) of the reported steps' operations: the same
-    pairs in the same order, counts, and sums to the bit (pandas' compensated sum, here over
-    durations from 0 to 10 s, whose µs are not whole); where each group's rows follow one
-    another, pandas' own."""
+    pairs in the same order, counts, and sums to the bit (whole ns summed exactly, here
+    durations from 0 to 10 s, whose µs are not whole), also where each group's rows follow one
+    another; and the same totals for the operations in another order."""
     steps = _random_steps(np.random.default_rng(n + 7), n, n_steps, dtype, in_order)
     ops = steps.ops
     ops["end_ns"] = ops["start_ns"] + np.random.default_rng(n).integers(0, 10**10, len(ops))
     got = run._kept_pair_totals(steps)
     assert got is not None
-    want = _reference(monkeypatch, lambda: run._pair_totals(*run._reported_ops(steps)[1:]))
+    reported = run._reported_ops(steps)[1:]
+    want = _reference(monkeypatch, lambda: run._pair_totals(*reported, 1e3))
     pd.testing.assert_frame_equal(got, want, check_exact=True)
     assert np.array_equal(got["us"].to_numpy().view(np.int64), want["us"].to_numpy().view(np.int64))
-    # each group's rows together (pandas sums those by numpy's add.reduceat): the reference's
+    backwards = _reference(monkeypatch, lambda: run._pair_totals(*(r[::-1] for r in reported), 1e3))
+    pd.testing.assert_frame_equal(got, backwards.loc[got.index], check_exact=True)
+    # each group's rows together (pandas sums those by numpy's add.reduceat): the same
     for column in ("name", "kind"):
         ops[column] = ops[column].cat.set_categories(ops[column].cat.categories[:1])
         ops[column] = ops[column].fillna(ops[column].cat.categories[0])
-    assert run._kept_pair_totals(steps) is None
+    together = run._kept_pair_totals(steps)
+    reported = run._reported_ops(steps)[1:]
+    want = _reference(monkeypatch, lambda: run._pair_totals(*reported, 1e3))
+    pd.testing.assert_frame_equal(together, want, check_exact=True)
     # a step past the steps: left to the reference (its IndexError, as before the loop)
     ops.loc[0, "step"] = n_steps + 1
     assert run._kept_pair_totals(steps) is None
@@ -342,12 +348,14 @@ def test_launch_calls_of_an_eager_export_alike(built, monkeypatch):
     assert isinstance(rows, callrows.SortedIds)  # (so the C loop was the one above)
 
 
-@pytest.mark.parametrize("n_calls,dtype", [(1, np.int64), (7, np.int32), (50_000, np.int32),
-                                           (50_000, np.int64)])  # fmt: skip
-def test_sorted_ids_looked_up_from_the_last_place_alike(built, n_calls, dtype):
+@pytest.mark.parametrize("n_calls,dtype,shuffled", [(1, np.int64, False), (7, np.int32, False),
+                                                    (50_000, np.int32, False),
+                                                    (50_000, np.int64, False),
+                                                    (50_000, np.int32, True)])  # fmt: skip
+def test_sorted_ids_looked_up_from_the_last_place_alike(built, n_calls, dtype, shuffled):
     """Random sparse increasing ids; operations mostly in id order with jumps back and
-    forward, ids no call has, ids <= 0 and another process' ids: the C gallop finds what
-    numpy's search finds."""
+    forward (or in no order: looked up sorted, :func:`.opsums._search_order`), ids no call
+    has, ids <= 0 and another process' ids: the C gallop finds what numpy's search finds."""
     from specscope.analysis.callrows import SortedIds
 
     rng = np.random.default_rng(n_calls)
@@ -360,6 +368,10 @@ def test_sorted_ids_looked_up_from_the_last_place_alike(built, n_calls, dtype):
     pid = np.full(n, 42, dtype=np.int32)
     pid[rng.random(n) < 0.02] = 7
     pid[1] = 7
+    if shuffled:
+        order = rng.permutation(n)
+        pid, corr = pid[order], corr[order]
+        assert opsums._search_order(corr) is not None
     a_start = rng.integers(0, 10**12, n_calls)
     a_gtid = (42 << 24) | rng.integers(1, 1 << 20, n_calls)
     rows = SortedIds(42, ids)
@@ -376,12 +388,16 @@ def test_sorted_ids_looked_up_from_the_last_place_alike(built, n_calls, dtype):
 
 
 @pytest.mark.parametrize(
-    "n,n_int,touching", [(1, 1, False), (5_000, 40, False), (60_000, 3_000, True), (3_000, 0, 0)]
-)
-def test_launch_times_looked_up_in_intervals_alike(built, monkeypatch, n, n_int, touching):
-    """Launch times mostly increasing with jumps back, in runs and apart, before, inside,
-    between and after the intervals (touching or not): the C search from the last time's
-    place finds the interval numpy's finds."""
+    "n,n_int,touching,shuffled",
+    [(1, 1, False, False), (5_000, 40, False, False), (60_000, 3_000, True, False),
+     (3_000, 0, 0, False), (60_000, 3_000, False, True)],
+)  # fmt: skip
+def test_launch_times_looked_up_in_intervals_alike(
+    built, monkeypatch, n, n_int, touching, shuffled
+):
+    """Launch times mostly increasing with jumps back (or in no order: looked up sorted), in
+    runs and apart, before, inside, between and after the intervals (touching or not): the C
+    search from the last time's place finds the interval numpy's finds."""
     from specscope.analysis import steps
 
     rng = np.random.default_rng(n + n_int)
@@ -394,6 +410,9 @@ def test_launch_times_looked_up_in_intervals_alike(built, monkeypatch, n, n_int,
     back = rng.random(n) < 0.05
     t[back] = rng.integers(-500, hi, int(back.sum()))
     t = np.repeat(t, rng.integers(1, 4, n))[:n]  # runs of equal times
+    if shuffled:
+        t = rng.permutation(t)
+        assert opsums._search_order(t) is not None
     got = steps._lookup_runs(t, (starts, ends), (starts[:1], ends[:1]))
     want = _reference(monkeypatch, steps._lookup_runs, t, (starts, ends), (starts[:1], ends[:1]))
     for a, b in zip(got, want, strict=True):
