@@ -9,6 +9,7 @@ import sqlite3
 import numpy as np
 import pandas as pd
 import pytest
+from damage import shuffled_copy
 from testdata import DATA
 
 from specscope.analysis import launches, parallel
@@ -44,6 +45,36 @@ def test_launches_of_the_ops_read_are_the_group_by(path, threshold, monkeypatch)
     assert len(of_ops[0]) > 1
     for a, b in zip(_pids(of_ops), _pids(by_sql), strict=True):
         np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("chunk", [7, 1 << 18])
+def test_launches_of_ops_in_no_order_are_the_group_by(tmp_path, monkeypatch, chunk):
+    """Rows in no order (nsys 2025.6 promises none): each chunk's graph operations are put
+    together by launch before their runs are taken (:func:`.launches._by_launch`), and the
+    launches are the SQL ``GROUP BY``'s, with fewer runs than graph operations."""
+    monkeypatch.setattr(launches, "CHUNK_ROWS", chunk)
+    sorted_chunks, runs = [], []
+    by_launch, group = launches._by_launch, launches.group_launches
+
+    def spy(*args):
+        order = by_launch(*args)
+        sorted_chunks.append(order is not None)
+        return order
+
+    def count(*cols):
+        runs.append(len(cols[0]))
+        return group(*cols)
+
+    monkeypatch.setattr(launches, "_by_launch", spy)
+    monkeypatch.setattr(launches, "group_launches", count)
+    path = shuffled_copy(DATA / "eagle_node_before.sqlite", tmp_path / "shuffled.sqlite", 3)
+    trace = load(path)
+    trace.graph_execs = True
+    trace.ops  # noqa: B018
+    of_ops = launches_from_ops(trace)
+    for a, b in zip(_pids(of_ops), _pids(node_launches(trace)), strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert any(sorted_chunks) and runs[0] < int(trace.ops["in_graph"].sum())
 
 
 @pytest.mark.parametrize("path", NODE_EXPORTS, ids=lambda p: p.stem)

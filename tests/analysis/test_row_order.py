@@ -9,13 +9,13 @@ made in whole ns (exact in any order) and ties between equal values ordered by n
 
 from __future__ import annotations
 
-import shutil
 import sqlite3
 from pathlib import Path
 
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from damage import shuffled_copy
 from testdata import DATA
 
 from specscope.cli import cli
@@ -31,32 +31,6 @@ EXPORTS = [
     "real/unified_memory",
     "real/nsys2023_mixed_graph",  # a capture that lost its graph replays
 ]
-
-
-def shuffled_copy(src: Path, dst: Path, seed: int) -> Path:
-    """``src`` copied to ``dst`` with every table's rows in a random order (module doc)."""
-    shutil.copyfile(src, dst)
-    rng = np.random.default_rng(seed)
-    con = sqlite3.connect(dst)
-    try:
-        tables = con.execute(
-            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
-        ).fetchall()
-        for (table,) in tables:
-            rows = con.execute(f'SELECT * FROM "{table}"').fetchall()
-            if len(rows) < 2:
-                continue
-            con.execute(f'DELETE FROM "{table}"')
-            marks = ", ".join("?" * len(rows[0]))
-            con.executemany(
-                f'INSERT INTO "{table}" VALUES ({marks})',
-                [rows[i] for i in rng.permutation(len(rows))],
-            )
-        con.commit()
-        con.execute("VACUUM")
-    finally:
-        con.close()
-    return dst
 
 
 def _outputs(path: Path) -> list[str]:
