@@ -82,9 +82,18 @@ def _chunk_projection(
 
 def _range_reduce(ufunc: np.ufunc, values: np.ndarray, lo: np.ndarray, hi: np.ndarray):
     """``ufunc.reduce(values[lo[k]:hi[k]])`` for every k (each ``lo < hi``), in one
-    ``reduceat`` over the bounds interleaved (its odd results, between two slices, unused)."""
+    ``reduceat`` over the bounds interleaved (its odd results, between two slices, unused).
+    The slices are taken in order of ``lo``, so that the unused ones between them add up to
+    at most the values once: ranges in no order (an export's rows in no order, as nsys 2025.6
+    allows) made each of them reach across the chunk, 4.3 s of ``ranges`` of 2 M operations
+    where their order took 0.1 s."""
     padded = np.r_[values, values[-1:]]  # an index == len(values) is valid in reduceat
-    return ufunc.reduceat(padded, np.ravel(np.c_[lo, hi]))[::2]
+    if bool((lo[1:] >= lo[:-1]).all()):
+        return ufunc.reduceat(padded, np.ravel(np.c_[lo, hi]))[::2]
+    order = np.argsort(lo, kind="stable")
+    out = np.empty(len(lo), dtype=padded.dtype)
+    out[order] = ufunc.reduceat(padded, np.ravel(np.c_[lo[order], hi[order]]))[::2]
+    return out
 
 
 def _projections(

@@ -62,13 +62,17 @@ def test_real_export_steps_are_top_level_ranges_with_gpu_work() -> None:
     assert (phases["gpu_ops"] * phases["count"]).sum() == table.loc["step", "gpu_ops"] * 10
 
 
-def test_range_reduce_equals_one_slice_at_a_time():
+@pytest.mark.parametrize("in_order", [False, True])
+def test_range_reduce_equals_one_slice_at_a_time(in_order):
+    """Slices nested, overlapping, to the end; in no order (taken in order of their starts)
+    or in order."""
     from specscope.analysis.projection import _range_reduce
 
     rng = np.random.default_rng(3)
     values = rng.integers(0, 10_000, 300)
     lo = rng.integers(0, 300, 1_000)
-    hi = np.minimum(lo + rng.integers(1, 80, 1_000), 300)  # nested, overlapping, to the end
+    lo = np.sort(lo) if in_order else lo
+    hi = np.minimum(lo + rng.integers(1, 80, 1_000), 300)
     for ufunc, ref in ((np.maximum, np.max), (np.minimum, np.min)):
         expected = [ref(values[a:b]) for a, b in zip(lo, hi, strict=True)]
         assert _range_reduce(ufunc, values, lo, hi).tolist() == expected
