@@ -159,7 +159,7 @@ def calls_in_id_order(calls: list[np.ndarray], stretches: dict[int, slice]) -> l
     for rows in stretches.values():
         if increasing(calls[3][rows], strict=False):
             continue
-        order = np.argsort(calls[3][rows], kind="stable")
+        order = _stable_order(calls[3][rows])
         for k, column in enumerate(calls):
             if column.strides == (0,):  # (a column of one value: the same in any order)
                 continue
@@ -168,6 +168,19 @@ def calls_in_id_order(calls: list[np.ndarray], stretches: dict[int, slice]) -> l
             column[rows] = column[rows][order]
         del order
     return calls
+
+
+def _stable_order(ids: np.ndarray) -> np.ndarray:
+    """``np.argsort(ids, kind="stable")``: where the ids fit 32 bits, by a plain sort of each
+    id with its position below it (int64 keys, all distinct: equal ids stay in their order;
+    4 M calls' ids in 0.09 s, where the stable argsort took 0.59 s)."""
+    if not 0 < len(ids) < 1 << 32 or not -(1 << 31) <= int(ids.min()) <= int(ids.max()) < 1 << 31:
+        return np.argsort(ids, kind="stable")
+    keys = ids.astype(np.int64) << 32
+    keys |= np.arange(len(ids), dtype=np.int64)
+    keys.sort()
+    keys &= 0xFFFFFFFF  # (the positions, in the ids' order)
+    return keys
 
 
 MOST_RUNS = 4096

@@ -90,3 +90,18 @@ def test_each_process_calls_are_put_in_id_order_in_place():
     assert got[4] is not name and not name.flags.writeable
     tied = np.flatnonzero(got[3] == corr[30])
     assert list(got[0][tied]) == sorted(start[[10, 20, 30]])  # (their order kept)
+
+
+@pytest.mark.parametrize(
+    "ids",
+    [
+        np.array([5, -3, 5, 0, -3, 5], dtype=np.int32),  # (ties, negatives: damaged ids)
+        np.arange(100_000)[::-1] % 977,
+        np.array([2**40, 3, 2**40, 1]),  # (beyond 32 bits: numpy's stable argsort)
+        np.array([], dtype=np.int32),
+    ],
+)
+def test_the_calls_sort_is_numpys_stable_argsort(ids):
+    from specscope.analysis.callrows import _stable_order
+
+    assert np.array_equal(_stable_order(ids), np.argsort(ids, kind="stable"))
