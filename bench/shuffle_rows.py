@@ -7,9 +7,9 @@ included. This writes such an export from any other: each table's rows re-insert
 pseudo-random order (a multiplicative hash of the rowid, fixed by ``--seed``: the same copy
 every time, in SQL, without holding the rows in Python: a 316 MB export in about 30 s). The
 rows of a table keyed by an ``INTEGER PRIMARY KEY`` (``StringIds``) stay in key order, as
-SQLite stores them. Refuses to write over ``DST``. The tests use a seeded copy of their own
-(``tests/analysis/damage.py``: ``shuffled_copy``); this one is for the benchmarks
-(``bench/README.md``, twenty-eighth session).
+SQLite stores them. Refuses to write over ``DST``. The benchmarks' shuffled exports
+(``bench/README.md``, twenty-eighth session) and the tests' (``tests/analysis/damage.py``:
+``shuffled_copy``) are made by it.
 """
 
 from __future__ import annotations

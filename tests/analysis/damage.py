@@ -11,8 +11,6 @@ import shutil
 import sqlite3
 from pathlib import Path
 
-import numpy as np
-
 
 def loosen(con: sqlite3.Connection, table: str) -> None:
     """Rebuild ``table`` without NOT NULL / PRIMARY KEY constraints."""
@@ -37,27 +35,10 @@ def damaged_copy(src: Path, dst: Path, tables: list[str], *sql: str) -> Path:
 
 
 def shuffled_copy(src: Path, dst: Path, seed: int) -> Path:
-    """``src`` copied to ``dst`` with every table's rows in a random order (seeded; the rows of
-    a table keyed by an ``INTEGER PRIMARY KEY`` stay in key order, as SQLite stores them)."""
-    shutil.copyfile(src, dst)
-    rng = np.random.default_rng(seed)
-    con = sqlite3.connect(dst)
-    try:
-        tables = con.execute(
-            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
-        ).fetchall()
-        for (table,) in tables:
-            rows = con.execute(f'SELECT * FROM "{table}"').fetchall()
-            if len(rows) < 2:
-                continue
-            con.execute(f'DELETE FROM "{table}"')
-            marks = ", ".join("?" * len(rows[0]))
-            con.executemany(
-                f'INSERT INTO "{table}" VALUES ({marks})',
-                [rows[i] for i in rng.permutation(len(rows))],
-            )
-        con.commit()
-        con.execute("VACUUM")
-    finally:
-        con.close()
+    """``src`` copied to ``dst`` with every table's rows in another order: ``bench/
+    shuffle_rows.py``'s (a seeded hash of the rowid; the rows of a table keyed by an ``INTEGER
+    PRIMARY KEY`` stay in key order, as SQLite stores them)."""
+    from testdata import bench_module
+
+    bench_module("shuffle_rows").shuffle(src, dst, seed)
     return dst

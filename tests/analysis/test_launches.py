@@ -74,7 +74,9 @@ def test_launches_of_ops_in_no_order_are_the_group_by(tmp_path, monkeypatch, chu
     of_ops = launches_from_ops(trace)
     for a, b in zip(_pids(of_ops), _pids(node_launches(trace)), strict=True):
         np.testing.assert_array_equal(a, b)
-    assert any(sorted_chunks) and runs[0] < int(trace.ops["in_graph"].sum())
+    assert any(sorted_chunks)
+    if chunk > 7:  # (7 rows of a shuffled export: each of another launch, whatever the sort)
+        assert runs[0] < int(trace.ops["in_graph"].sum()) / 4
 
 
 @pytest.mark.parametrize("path", NODE_EXPORTS, ids=lambda p: p.stem)
