@@ -46,18 +46,34 @@ def shuffle(src: Path, dst: Path, seed: int) -> None:
         con.close()
 
 
+def _head(path: Path) -> bytes:
+    """The first 16 bytes of ``path`` (an SQLite file's magic string)."""
+    with path.open("rb") as f:
+        return f.read(16)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("src", type=Path)
     p.add_argument("dst", type=Path)
     p.add_argument("--seed", type=int, default=0)
     a = p.parse_args()
+    problem = None
     if a.dst.exists():
-        sys.exit(f"shuffle_rows: {a.dst} exists; give a new path")
+        problem = f"{a.dst} exists; give a new path"
+    elif not a.src.is_file() or _head(a.src) != b"SQLite format 3\0":
+        problem = f"{a.src} is not an SQLite file; give an nsys export (nsys export --type sqlite)"
+    if problem:
+        print(f"shuffle_rows: {problem}", file=sys.stderr)
+        sys.exit(2)
     try:
         shuffle(a.src, a.dst, a.seed)
-    except BaseException:
+    except sqlite3.DatabaseError as e:
         a.dst.unlink(missing_ok=True)  # (whole or not at all)
+        print(f"shuffle_rows: {a.src}: {e}; give an undamaged nsys export", file=sys.stderr)
+        sys.exit(2)
+    except BaseException:
+        a.dst.unlink(missing_ok=True)
         raise
     print(f"{a.dst}: the rows of {a.src} in another order (seed {a.seed})")
 

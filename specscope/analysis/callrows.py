@@ -166,7 +166,6 @@ def calls_in_id_order(calls: list[np.ndarray], stretches: dict[int, slice]) -> l
             if not column.flags.writeable:  # (a read's buffer: sorted in a copy)
                 calls[k] = column = column.copy()
             column[rows] = column[rows][order]
-        del order
     return calls
 
 

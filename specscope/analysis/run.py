@@ -299,8 +299,7 @@ def _pair_totals(
     g = g.agg(["size", "sum"])
     pairs = g.index.codes if isinstance(g.index, pd.CategoricalIndex) else g.index
     pairs = np.asarray(pairs, dtype=np.int64)
-    us = g["sum"].to_numpy() / per_us if per_us != 1.0 else g["sum"].to_numpy()
-    return _totals_frame(name, kind, pairs, g["size"].to_numpy(), us)
+    return _totals_frame(name, kind, pairs, g["size"].to_numpy(), g["sum"].to_numpy() / per_us)
 
 
 def _totals_frame(
